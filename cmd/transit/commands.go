@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/google/uuid"
+
+	"transit/config"
+	"transit/messages"
+	"transit/provider"
+	"transit/router"
+	"transit/service"
+)
+
+// setup parses the settings common to every subcommand plus the
+// subcommand's own flags, and builds the service.
+func setup(ctx context.Context, name string, args []string, own func(*flag.FlagSet)) (*service.Service, *flag.FlagSet, error) {
+	fs := flag.NewFlagSet("transit "+name, flag.ContinueOnError)
+	var cfg config.Config
+	binder := config.Bind(fs, &cfg)
+	if own != nil {
+		own(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	if err := binder.Resolve(&cfg, os.LookupEnv); err != nil {
+		return nil, nil, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	svc, err := service.New(ctx, cfg)
+	return svc, fs, err
+}
+
+func runServe(ctx context.Context, args []string) error {
+	svc, _, err := setup(ctx, "serve", args, nil)
+	if err != nil {
+		return err
+	}
+	if err := svc.Config.RequireProvider(); err != nil {
+		return fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	return svc.Serve(ctx, service.ServeOptions{})
+}
+
+func runProvision(ctx context.Context, args []string) error {
+	svc, _, err := setup(ctx, "provision", args, nil)
+	if err != nil {
+		return err
+	}
+	if err := svc.Provision(ctx); err != nil {
+		return err
+	}
+	fmt.Printf("provisioned stack %q\n", svc.Config.Prefix)
+	return nil
+}
+
+func runSend(ctx context.Context, args []string) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return fmt.Errorf("usage: transit send TYPE [flags]; types: %v", commandTypes())
+	}
+	t := messages.Type(args[0])
+	payload, ok := messages.NewPayload(t)
+	if !ok || !messages.IsCommand(t) {
+		return fmt.Errorf("unknown command type %q; types: %v", t, commandTypes())
+	}
+	var raw, id string
+	var wait bool
+	var timeout time.Duration
+	svc, _, err := setup(ctx, "send", args[1:], func(fs *flag.FlagSet) {
+		fs.StringVar(&raw, "json", "", "the payload as a JSON object")
+		fs.StringVar(&id, "id", "", "command ID (default: a new UUID); resending an ID is deduplicated")
+		fs.BoolVar(&wait, "wait", false, "wait for the command's first event and print it")
+		fs.DurationVar(&timeout, "timeout", 30*time.Second, "how long --wait waits")
+		payloadFlags(fs, payload)
+	})
+	if err != nil {
+		return err
+	}
+	if raw != "" {
+		if err := json.Unmarshal([]byte(raw), payload); err != nil {
+			return fmt.Errorf("--json: %w", err)
+		}
+	}
+	if id == "" {
+		id = uuid.NewString()
+	}
+	d, _ := messages.DomainOf(t)
+	var tap *service.Tap
+	if wait {
+		if tap, err = svc.NewTap(ctx, d, id); err != nil {
+			return err
+		}
+		defer tap.Close(ctx)
+	}
+	if err := svc.Send(ctx, id, t, payload); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "sent %s %s\n", t, id)
+	if !wait {
+		return nil
+	}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		events, err := tap.Receive(ctx, int32(min(5, max(1, time.Until(deadline)/time.Second))))
+		if err != nil {
+			return err
+		}
+		if len(events) > 0 {
+			out, _ := json.MarshalIndent(events[0].Envelope, "", "  ")
+			fmt.Println(string(out))
+			return nil
+		}
+	}
+	return fmt.Errorf("no event for %s within %s", id, timeout)
+}
+
+// payloadFlags adds a --field flag for every string or number field of a
+// payload struct.
+func payloadFlags(fs *flag.FlagSet, payload any) {
+	v := reflect.ValueOf(payload).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			fs.Func(name, "payload field "+name, func(s string) error { f.SetString(s); return nil })
+		case reflect.Int, reflect.Int64:
+			fs.Func(name, "payload field "+name, func(s string) error {
+				n, err := strconv.ParseInt(s, 10, 64)
+				f.SetInt(n)
+				return err
+			})
+		}
+	}
+}
+
+func commandTypes() []messages.Type {
+	var ts []messages.Type
+	for _, d := range messages.Domains() {
+		for _, t := range messages.Types(d) {
+			if messages.IsCommand(t) {
+				ts = append(ts, t)
+			}
+		}
+	}
+	return ts
+}
+
+func runDLQ(ctx context.Context, args []string) error {
+	if len(args) == 0 || (args[0] != "list" && args[0] != "redrive") {
+		return errors.New("usage: transit dlq list|redrive [--domain D] [--max N]")
+	}
+	action := args[0]
+	domain := string(messages.Sandbox)
+	maxMessages := 100
+	svc, _, err := setup(ctx, "dlq "+action, args[1:], func(fs *flag.FlagSet) {
+		fs.StringVar(&domain, "domain", domain, "the domain whose DLQ to read")
+		fs.IntVar(&maxMessages, "max", maxMessages, "at most this many messages")
+	})
+	if err != nil {
+		return err
+	}
+	d := messages.Domain(domain)
+	dlqURL, err := queueURL(ctx, svc, svc.Stack.DeadLetterQueue(d))
+	if err != nil {
+		return err
+	}
+	if action == "redrive" {
+		target, err := queueURL(ctx, svc, svc.Stack.CommandQueue(d))
+		if err != nil {
+			return err
+		}
+		n, err := router.Redrive(ctx, svc.SQS, dlqURL, target, maxMessages)
+		fmt.Printf("redrove %d message(s) to %s\n", n, svc.Stack.CommandQueue(d))
+		return err
+	}
+	letters, err := router.ListDeadLetters(ctx, svc.SQS, dlqURL, maxMessages)
+	if err != nil {
+		return err
+	}
+	for _, l := range letters {
+		out, _ := json.Marshal(map[string]any{"message_id": l.MessageID, "type": l.Attributes[messages.TypeAttribute], "reason": l.Reason, "body": l.Body})
+		fmt.Println(string(out))
+	}
+	fmt.Fprintf(os.Stderr, "%d message(s) in %s\n", len(letters), svc.Stack.DeadLetterQueue(d))
+	return nil
+}
+
+func queueURL(ctx context.Context, svc *service.Service, name string) (string, error) {
+	out, err := svc.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	if err != nil {
+		return "", fmt.Errorf("queue %s (run transit provision first?): %w", name, err)
+	}
+	return aws.ToString(out.QueueUrl), nil
+}
+
+func runQuery(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] != "sandboxes" {
+		return errors.New("usage: transit query sandboxes [--status S] [--track T]")
+	}
+	var status, track string
+	svc, _, err := setup(ctx, "query sandboxes", args[1:], func(fs *flag.FlagSet) {
+		fs.StringVar(&status, "status", "", "only this status (available, allocated, pending_deletion, stale)")
+		fs.StringVar(&track, "track", "", "only what this track holds (TrackIndex)")
+	})
+	if err != nil {
+		return err
+	}
+	sbs, err := svc.Store.Sandboxes(ctx, status)
+	if track != "" {
+		sbs, err = svc.Store.TrackSandboxes(ctx, track)
+	}
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "SANDBOX_ID\tNAME\tSTATUS\tTRACK\tALLOCATED_AT\tRETRIES")
+	for _, sb := range sbs {
+		at := "-"
+		if sb.AllocatedAt > 0 {
+			at = time.Unix(sb.AllocatedAt, 0).UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\n", sb.SandboxID, sb.Name, sb.Status, sb.AllocatedToTrack, at, sb.DeletionRetryCount)
+	}
+	return w.Flush()
+}
+
+func runProviderStub(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("transit provider-stub", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:8089", "address to listen on")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	srv := &http.Server{Addr: *listen, Handler: provider.NewStub(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Shutdown(context.WithoutCancel(ctx))
+	}()
+	fmt.Fprintf(os.Stderr, "provider stub on http://%s\n", *listen)
+	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

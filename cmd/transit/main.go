@@ -1,0 +1,49 @@
+// Command transit turns commands on SQS into DynamoDB transitions and
+// events on SNS. Run `transit help` for its subcommands.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+type subcommand struct {
+	usage string
+	run   func(ctx context.Context, args []string) error
+}
+
+var subcommands = map[string]subcommand{
+	"serve":         {"serve                       consume commands until SIGTERM, then drain", runServe},
+	"provision":     {"provision                   create tables, queues, DLQs, topics and subscriptions (idempotent)", runProvision},
+	"send":          {"send TYPE [--json J | --FIELD V ...] [--wait]   send a command; --wait prints its event", runSend},
+	"dlq":           {"dlq list|redrive [--domain D]   show or move back dead-lettered commands", runDLQ},
+	"query":         {"query sandboxes [--status S] [--track T]   list sandboxes from the indexes", runQuery},
+	"provider-stub": {"provider-stub [--listen ADDR]   a local stand-in for the sandbox provider", runProviderStub},
+}
+
+func main() {
+	if len(os.Args) < 2 || subcommands[os.Args[1]].run == nil {
+		usage()
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := subcommands[os.Args[1]].run(ctx, os.Args[2:]); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "transit "+os.Args[1]+":", err)
+		}
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: transit SUBCOMMAND [flags]   (each subcommand takes -h)")
+	for _, name := range []string{"serve", "provision", "send", "dlq", "query", "provider-stub"} {
+		fmt.Fprintln(os.Stderr, "  "+subcommands[name].usage)
+	}
+}

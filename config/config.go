@@ -1,0 +1,235 @@
+// Package config reads transit's settings from the environment and flags
+// (a flag wins over its variable) and validates them at start, naming the
+// setting in every error.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+// Config is every setting of a transit process.
+type Config struct {
+	// Region is the AWS region. AWS_REGION, --region; default us-east-1.
+	Region string
+	// EndpointURL sends every AWS call to one endpoint (moto, LocalStack).
+	// --endpoint-url only: the SDK itself reads AWS_ENDPOINT_URL and the
+	// per-service AWS_ENDPOINT_URL_<SERVICE>, which a flag would override.
+	EndpointURL string
+	// Prefix names this stack's tables, queues and topics, so several
+	// stacks can share an account. TRANSIT_PREFIX, --prefix; default transit.
+	Prefix string
+	// Concurrency is how many commands one process handles at once.
+	// TRANSIT_CONCURRENCY, --concurrency; default 4.
+	Concurrency int
+	// CommandTimeout bounds one attempt at one command.
+	// TRANSIT_COMMAND_TIMEOUT, --command-timeout; default 20s.
+	CommandTimeout time.Duration
+	// DrainTimeout bounds the wait for in-flight commands on SIGTERM.
+	// TRANSIT_DRAIN_TIMEOUT, --drain-timeout; default 30s.
+	DrainTimeout time.Duration
+	// VisibilityTimeout is the command queues' visibility timeout, set by
+	// provision; it must exceed CommandTimeout. TRANSIT_VISIBILITY_TIMEOUT,
+	// --visibility-timeout; default 60s.
+	VisibilityTimeout time.Duration
+	// MaxReceiveCount is how many deliveries a command gets before SQS
+	// moves it to the DLQ, set by provision. TRANSIT_MAX_RECEIVE_COUNT,
+	// --max-receive-count; default 5.
+	MaxReceiveCount int
+	// RetryMax is how many in-process retries a transient failure gets
+	// before the command goes back to the queue. TRANSIT_RETRY_MAX,
+	// --retry-max; default 3.
+	RetryMax int
+	// RetryInitial is the first retry's backoff; it doubles up to 2s.
+	// TRANSIT_RETRY_INITIAL, --retry-initial; default 100ms.
+	RetryInitial time.Duration
+	// AuditRetention is how long outcomes are kept (the audit TTL); a
+	// command redelivered later than this would be applied again.
+	// TRANSIT_AUDIT_RETENTION, --audit-retention; default 720h (30 days).
+	AuditRetention time.Duration
+	// ProviderURL is the sandbox provider's base URL; serve requires it.
+	// TRANSIT_PROVIDER_URL, --provider-url.
+	ProviderURL string
+	// ProviderTimeout bounds one provider call. TRANSIT_PROVIDER_TIMEOUT,
+	// --provider-timeout; default 10s.
+	ProviderTimeout time.Duration
+	// SweepInterval is how often serve sends the expiry and cleanup
+	// sweeps; 0 disables them. TRANSIT_SWEEP_INTERVAL, --sweep-interval;
+	// default 1m.
+	SweepInterval time.Duration
+	// LogLevel is debug, info, warn or error. TRANSIT_LOG_LEVEL,
+	// --log-level; default info.
+	LogLevel string
+}
+
+type binding struct {
+	flag, env string
+	set       func(string) error
+}
+
+// Binder registers Config's settings on a flag set and, after parsing,
+// fills the ones no flag set from the environment.
+type Binder struct {
+	fs       *flag.FlagSet
+	bindings []binding
+}
+
+// Bind registers every setting of c on fs with its default.
+func Bind(fs *flag.FlagSet, c *Config) *Binder {
+	b := &Binder{fs: fs}
+	b.str(&c.Region, "region", "AWS_REGION", "us-east-1", "AWS region")
+	b.str(&c.EndpointURL, "endpoint-url", "", "", "send every AWS call to this endpoint (default: the SDK's, from AWS_ENDPOINT_URL*)")
+	b.str(&c.Prefix, "prefix", "TRANSIT_PREFIX", "transit", "name prefix of this stack's tables, queues and topics")
+	b.integer(&c.Concurrency, "concurrency", "TRANSIT_CONCURRENCY", 4, "commands handled at once per process")
+	b.duration(&c.CommandTimeout, "command-timeout", "TRANSIT_COMMAND_TIMEOUT", 20*time.Second, "time limit of one attempt at one command")
+	b.duration(&c.DrainTimeout, "drain-timeout", "TRANSIT_DRAIN_TIMEOUT", 30*time.Second, "wait for in-flight commands on SIGTERM")
+	b.duration(&c.VisibilityTimeout, "visibility-timeout", "TRANSIT_VISIBILITY_TIMEOUT", time.Minute, "command queues' visibility timeout (provision)")
+	b.integer(&c.MaxReceiveCount, "max-receive-count", "TRANSIT_MAX_RECEIVE_COUNT", 5, "deliveries before SQS moves a command to the DLQ (provision)")
+	b.integer(&c.RetryMax, "retry-max", "TRANSIT_RETRY_MAX", 3, "in-process retries of a transient failure")
+	b.duration(&c.RetryInitial, "retry-initial", "TRANSIT_RETRY_INITIAL", 100*time.Millisecond, "first retry backoff")
+	b.duration(&c.AuditRetention, "audit-retention", "TRANSIT_AUDIT_RETENTION", 30*24*time.Hour, "how long command outcomes are kept")
+	b.str(&c.ProviderURL, "provider-url", "TRANSIT_PROVIDER_URL", "", "sandbox provider base URL")
+	b.duration(&c.ProviderTimeout, "provider-timeout", "TRANSIT_PROVIDER_TIMEOUT", 10*time.Second, "time limit of one provider call")
+	b.duration(&c.SweepInterval, "sweep-interval", "TRANSIT_SWEEP_INTERVAL", time.Minute, "expiry and cleanup sweep period; 0 disables")
+	b.str(&c.LogLevel, "log-level", "TRANSIT_LOG_LEVEL", "info", "debug, info, warn or error")
+	return b
+}
+
+// Resolve fills settings no flag set from lookupEnv (os.LookupEnv in
+// production), then validates them all.
+func (b *Binder) Resolve(c *Config, lookupEnv func(string) (string, bool)) error {
+	set := map[string]bool{}
+	b.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	for _, bd := range b.bindings {
+		if set[bd.flag] || bd.env == "" {
+			continue
+		}
+		if v, ok := lookupEnv(bd.env); ok && v != "" {
+			if err := bd.set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", bd.env, err))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return c.Validate()
+}
+
+func (b *Binder) str(p *string, name, env, def, usage string) {
+	b.fs.StringVar(p, name, def, usage+envNote(env))
+	b.bindings = append(b.bindings, binding{name, env, func(v string) error { *p = v; return nil }})
+}
+
+func (b *Binder) integer(p *int, name, env string, def int, usage string) {
+	b.fs.IntVar(p, name, def, usage+envNote(env))
+	b.bindings = append(b.bindings, binding{name, env, func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", v)
+		}
+		*p = n
+		return nil
+	}})
+}
+
+func (b *Binder) duration(p *time.Duration, name, env string, def time.Duration, usage string) {
+	b.fs.DurationVar(p, name, def, usage+envNote(env))
+	b.bindings = append(b.bindings, binding{name, env, func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration such as 30s or 5m", v)
+		}
+		*p = d
+		return nil
+	}})
+}
+
+func envNote(env string) string {
+	if env == "" {
+		return ""
+	}
+	return " [$" + env + "]"
+}
+
+var prefixPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,40}$`)
+
+// Validate checks every setting and reports all problems at once, each
+// naming its variable and flag.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(env, flag, format string, args ...any) {
+		name := "--" + flag
+		if env != "" {
+			name = env + " (--" + flag + ")"
+		}
+		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
+	}
+	if c.Region == "" {
+		bad("AWS_REGION", "region", "required")
+	}
+	if c.EndpointURL != "" && !isHTTPURL(c.EndpointURL) {
+		bad("", "endpoint-url", "%q is not an http(s) URL", c.EndpointURL)
+	}
+	if !prefixPattern.MatchString(c.Prefix) {
+		bad("TRANSIT_PREFIX", "prefix", "%q must be 1-40 letters, digits, '-' or '_'", c.Prefix)
+	}
+	if c.Concurrency < 1 || c.Concurrency > 1000 {
+		bad("TRANSIT_CONCURRENCY", "concurrency", "%d, want 1 to 1000", c.Concurrency)
+	}
+	if c.CommandTimeout <= 0 {
+		bad("TRANSIT_COMMAND_TIMEOUT", "command-timeout", "%s, want more than 0", c.CommandTimeout)
+	}
+	if c.DrainTimeout <= 0 {
+		bad("TRANSIT_DRAIN_TIMEOUT", "drain-timeout", "%s, want more than 0", c.DrainTimeout)
+	}
+	if c.VisibilityTimeout%time.Second != 0 || c.VisibilityTimeout <= c.CommandTimeout || c.VisibilityTimeout > 12*time.Hour {
+		bad("TRANSIT_VISIBILITY_TIMEOUT", "visibility-timeout", "%s, want whole seconds, more than the command timeout (%s) and at most 12h", c.VisibilityTimeout, c.CommandTimeout)
+	}
+	if c.MaxReceiveCount < 1 || c.MaxReceiveCount > 1000 {
+		bad("TRANSIT_MAX_RECEIVE_COUNT", "max-receive-count", "%d, want 1 to 1000", c.MaxReceiveCount)
+	}
+	if c.RetryMax < 0 || c.RetryMax > 20 {
+		bad("TRANSIT_RETRY_MAX", "retry-max", "%d, want 0 to 20", c.RetryMax)
+	}
+	if c.RetryInitial <= 0 {
+		bad("TRANSIT_RETRY_INITIAL", "retry-initial", "%s, want more than 0", c.RetryInitial)
+	}
+	if c.AuditRetention < time.Hour {
+		bad("TRANSIT_AUDIT_RETENTION", "audit-retention", "%s, want at least 1h", c.AuditRetention)
+	}
+	if c.ProviderURL != "" && !isHTTPURL(c.ProviderURL) {
+		bad("TRANSIT_PROVIDER_URL", "provider-url", "%q is not an http(s) URL", c.ProviderURL)
+	}
+	if c.ProviderTimeout <= 0 {
+		bad("TRANSIT_PROVIDER_TIMEOUT", "provider-timeout", "%s, want more than 0", c.ProviderTimeout)
+	}
+	if c.SweepInterval < 0 {
+		bad("TRANSIT_SWEEP_INTERVAL", "sweep-interval", "%s, want 0 (off) or more", c.SweepInterval)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("TRANSIT_LOG_LEVEL", "log-level", "%q, want debug, info, warn or error", c.LogLevel)
+	}
+	return errors.Join(errs...)
+}
+
+// RequireProvider checks the settings only serve needs.
+func (c *Config) RequireProvider() error {
+	if c.ProviderURL == "" {
+		return errors.New("TRANSIT_PROVIDER_URL (--provider-url): required to serve (the sandbox provider's base URL)")
+	}
+	return nil
+}
+
+func isHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}

@@ -1,0 +1,198 @@
+// Package handlers holds one command handler per domain: decode is done by
+// the router, each handler calls its store transition and turns the
+// outcome into events.
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"transit/messages"
+	"transit/store"
+)
+
+type sandboxStore interface {
+	Allocate(ctx context.Context, cmd store.Cmd, trackID, idempotencyKey string) (store.Sandbox, error)
+	MarkDeletion(ctx context.Context, cmd store.Cmd, sandboxID, trackID string) (store.Sandbox, error)
+	Expire(ctx context.Context, cmd store.Cmd, sandboxID string) (store.Sandbox, error)
+	OverdueAllocations(ctx context.Context, now int64) ([]store.Sandbox, error)
+	Sandboxes(ctx context.Context, status string) ([]store.Sandbox, error)
+	PendingCleanup(ctx context.Context, cmd store.Cmd, sandboxID string) (store.Sandbox, bool, error)
+	Deleted(ctx context.Context, cmd store.Cmd, sb store.Sandbox) (store.Sandbox, error)
+	DeletionFailed(ctx context.Context, cmd store.Cmd, sb store.Sandbox, reason string) (store.Sandbox, error)
+	Sync(ctx context.Context, cmd store.Cmd, inventory []messages.InventoryItem) (store.SyncResult, error)
+}
+
+// sandboxProvider is the external sandbox provider ("ENG CSP").
+type sandboxProvider interface {
+	// DeleteSandbox deletes a sandbox; deleting one already gone succeeds.
+	DeleteSandbox(ctx context.Context, externalID string) error
+}
+
+// Sandbox handles the sandbox broker's commands.
+type Sandbox struct {
+	store    sandboxStore
+	provider sandboxProvider
+	now      func() time.Time
+}
+
+// NewSandbox returns the sandbox handler. now is the clock transitions
+// decide by.
+func NewSandbox(st sandboxStore, provider sandboxProvider, now func() time.Time) *Sandbox {
+	if st == nil || provider == nil || now == nil {
+		panic("handlers: NewSandbox needs a store, a provider and a clock")
+	}
+	return &Sandbox{store: st, provider: provider, now: now}
+}
+
+// Handle applies one sandbox command.
+func (h *Sandbox) Handle(ctx context.Context, cmd messages.Command) ([]messages.Out, error) {
+	c := store.Cmd{ID: cmd.ID, Type: string(cmd.Type), CorrelationID: cmd.CorrelationID, At: h.now()}
+	switch p := cmd.Payload.(type) {
+	case *messages.SandboxAllocatePayload:
+		return h.allocate(ctx, c, p)
+	case *messages.SandboxMarkDeletionPayload:
+		return h.markDeletion(ctx, c, p)
+	case *messages.SandboxExpirePayload:
+		if p.SandboxID == "" {
+			return h.expireSweep(ctx, c)
+		}
+		return h.expire(ctx, c, p.SandboxID)
+	case *messages.SandboxCleanupPayload:
+		if p.SandboxID == "" {
+			return h.cleanupSweep(ctx, c)
+		}
+		return h.cleanup(ctx, c, p.SandboxID)
+	case *messages.SandboxSyncPayload:
+		return h.sync(ctx, c, p)
+	}
+	return nil, &messages.InvalidError{Field: "type", Reason: fmt.Sprintf("%s has no sandbox handler", cmd.Type)}
+}
+
+func (h *Sandbox) allocate(ctx context.Context, c store.Cmd, p *messages.SandboxAllocatePayload) ([]messages.Out, error) {
+	c.Actor = p.TrackID
+	sb, err := h.store.Allocate(ctx, c, p.TrackID, p.IdempotencyKey)
+	if rej, ok := store.AsRejection(err); ok {
+		return one(messages.SandboxAllocationRejected, rej.At, messages.SandboxAllocationRejectedPayload{
+			TrackID: p.TrackID, IdempotencyKey: p.IdempotencyKey, Reason: rej.Reason,
+		}), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return one(messages.SandboxAllocated, unix(sb.AllocatedAt), messages.SandboxAllocatedPayload{
+		SandboxID: sb.SandboxID, ExternalID: sb.ExternalID, Name: sb.Name, TrackID: sb.AllocatedToTrack,
+		IdempotencyKey: sb.IdempotencyKey, AllocatedAt: sb.AllocatedAt, ExpiresAt: sb.ExpiresAt(),
+	}), nil
+}
+
+func (h *Sandbox) markDeletion(ctx context.Context, c store.Cmd, p *messages.SandboxMarkDeletionPayload) ([]messages.Out, error) {
+	c.Actor = p.TrackID
+	sb, err := h.store.MarkDeletion(ctx, c, p.SandboxID, p.TrackID)
+	if rej, ok := store.AsRejection(err); ok {
+		return one(messages.SandboxDeletionRejected, rej.At, messages.SandboxDeletionRejectedPayload{
+			SandboxID: p.SandboxID, TrackID: p.TrackID, Reason: rej.Reason,
+		}), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return one(messages.SandboxDeletionMarked, unix(sb.DeletionRequestedAt), messages.SandboxDeletionMarkedPayload{
+		SandboxID: sb.SandboxID, ExternalID: sb.ExternalID, TrackID: sb.AllocatedToTrack, DeletionRequestedAt: sb.DeletionRequestedAt,
+	}), nil
+}
+
+// expire emits nothing when the sandbox is no longer an overdue
+// allocation: the track released it, or a sweep and a timer both fired.
+func (h *Sandbox) expire(ctx context.Context, c store.Cmd, sandboxID string) ([]messages.Out, error) {
+	sb, err := h.store.Expire(ctx, c, sandboxID)
+	if _, ok := store.AsRejection(err); ok {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return one(messages.SandboxExpired, unix(sb.DeletionRequestedAt), messages.SandboxExpiredPayload{
+		SandboxID: sb.SandboxID, ExternalID: sb.ExternalID, TrackID: sb.AllocatedToTrack,
+		AllocatedAt: sb.AllocatedAt, DeletionRequestedAt: sb.DeletionRequestedAt,
+	}), nil
+}
+
+// expireSweep sends one sandbox.expire per overdue allocation. Their IDs
+// derive from the sweep's, so a redelivered sweep sends the same commands.
+func (h *Sandbox) expireSweep(ctx context.Context, c store.Cmd) ([]messages.Out, error) {
+	overdue, err := h.store.OverdueAllocations(ctx, c.At.Unix())
+	if err != nil {
+		return nil, err
+	}
+	outs := make([]messages.Out, 0, len(overdue))
+	for _, sb := range overdue {
+		outs = append(outs, messages.Out{Type: messages.SandboxExpire, Key: sb.SandboxID, At: c.At,
+			Payload: messages.SandboxExpirePayload{SandboxID: sb.SandboxID}})
+	}
+	return outs, nil
+}
+
+// cleanup deletes the sandbox at the provider, then records the result.
+// A redelivery after either outcome replays it without asking the
+// provider again.
+func (h *Sandbox) cleanup(ctx context.Context, c store.Cmd, sandboxID string) ([]messages.Out, error) {
+	sb, done, err := h.store.PendingCleanup(ctx, c, sandboxID)
+	if !done && err == nil {
+		if perr := h.provider.DeleteSandbox(ctx, sb.ExternalID); perr != nil {
+			sb, err = h.store.DeletionFailed(ctx, c, sb, perr.Error())
+		} else {
+			sb, err = h.store.Deleted(ctx, c, sb)
+		}
+	}
+	if _, ok := store.AsRejection(err); ok {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if sb.Status == store.StatusDeleted {
+		return one(messages.SandboxDeleted, unix(sb.UpdatedAt), messages.SandboxDeletedPayload{
+			SandboxID: sb.SandboxID, ExternalID: sb.ExternalID,
+		}), nil
+	}
+	return one(messages.SandboxDeletionFailed, unix(sb.UpdatedAt), messages.SandboxDeletionFailedPayload{
+		SandboxID: sb.SandboxID, ExternalID: sb.ExternalID, DeletionRetryCount: sb.DeletionRetryCount, Reason: sb.LastDeletionError,
+	}), nil
+}
+
+// cleanupSweep sends one sandbox.cleanup per pending deletion.
+func (h *Sandbox) cleanupSweep(ctx context.Context, c store.Cmd) ([]messages.Out, error) {
+	pending, err := h.store.Sandboxes(ctx, store.StatusPendingDeletion)
+	if err != nil {
+		return nil, err
+	}
+	outs := make([]messages.Out, 0, len(pending))
+	for _, sb := range pending {
+		outs = append(outs, messages.Out{Type: messages.SandboxCleanup, Key: sb.SandboxID, At: c.At,
+			Payload: messages.SandboxCleanupPayload{SandboxID: sb.SandboxID}})
+	}
+	return outs, nil
+}
+
+func (h *Sandbox) sync(ctx context.Context, c store.Cmd, p *messages.SandboxSyncPayload) ([]messages.Out, error) {
+	res, err := h.store.Sync(ctx, c, p.Inventory)
+	if err != nil {
+		return nil, err
+	}
+	ids := func(sbs []store.Sandbox) []string {
+		out := make([]string, len(sbs))
+		for i, sb := range sbs {
+			out[i] = sb.SandboxID
+		}
+		return out
+	}
+	return one(messages.SandboxSynced, unix(res.At), messages.SandboxSyncedPayload{Added: ids(res.Added), Staled: ids(res.Staled)}), nil
+}
+
+func one(t messages.Type, at time.Time, payload any) []messages.Out {
+	return []messages.Out{{Type: t, At: at, Payload: payload}}
+}
+
+func unix(sec int64) time.Time { return time.Unix(sec, 0).UTC() }

@@ -1,0 +1,111 @@
+package messages
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Type names a command or an event on the wire, e.g. "sandbox.allocate".
+// It is an identifier: renaming one breaks every producer that sends it.
+type Type string
+
+// Domain groups the types that share a command queue and an event topic.
+type Domain string
+
+type kind int
+
+const (
+	kindCommand kind = iota
+	kindEvent
+)
+
+type spec struct {
+	domain Domain
+	kind   kind
+	new    func() any
+}
+
+var catalogue = map[Type]spec{}
+
+func command[T any](domain Domain, t Type) Type {
+	register(t, spec{domain: domain, kind: kindCommand, new: func() any { return new(T) }})
+	return t
+}
+
+func event[T any](domain Domain, t Type) Type {
+	register(t, spec{domain: domain, kind: kindEvent, new: func() any { return new(T) }})
+	return t
+}
+
+func register(t Type, s spec) {
+	if _, dup := catalogue[t]; dup {
+		panic(fmt.Sprintf("messages: type %q registered twice", t))
+	}
+	catalogue[t] = s
+}
+
+// DomainOf returns the domain of a registered type.
+func DomainOf(t Type) (Domain, bool) {
+	s, ok := catalogue[t]
+	return s.domain, ok
+}
+
+// IsCommand reports whether t is a registered command type.
+func IsCommand(t Type) bool {
+	s, ok := catalogue[t]
+	return ok && s.kind == kindCommand
+}
+
+// IsEvent reports whether t is a registered event type.
+func IsEvent(t Type) bool {
+	s, ok := catalogue[t]
+	return ok && s.kind == kindEvent
+}
+
+// NewPayload returns a pointer to a zero payload of type t.
+func NewPayload(t Type) (any, bool) {
+	s, ok := catalogue[t]
+	if !ok {
+		return nil, false
+	}
+	return s.new(), true
+}
+
+// Types lists the registered types of a domain, sorted.
+func Types(d Domain) []Type {
+	var ts []Type
+	for t, s := range catalogue {
+		if s.domain == d {
+			ts = append(ts, t)
+		}
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+	return ts
+}
+
+// Domains lists every domain that has types, sorted.
+func Domains() []Domain {
+	seen := map[Domain]bool{}
+	var ds []Domain
+	for _, s := range catalogue {
+		if !seen[s.domain] {
+			seen[s.domain] = true
+			ds = append(ds, s.domain)
+		}
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds
+}
+
+// CommandQueue is the name, before the stack prefix, of a domain's command queue.
+func CommandQueue(d Domain) string { return string(d) + "-commands" }
+
+// DeadLetterQueue is the name, before the stack prefix, of a domain's DLQ.
+func DeadLetterQueue(d Domain) string { return string(d) + "-commands-dlq" }
+
+// CommandTopic is the SNS topic producers may publish a domain's commands to;
+// it feeds the command queue.
+func CommandTopic(d Domain) string { return string(d) + "-commands" }
+
+// EventTopic is the name, before the stack prefix, of a domain's event topic.
+func EventTopic(d Domain) string { return string(d) + "-events" }

@@ -1,0 +1,114 @@
+package router
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// DeadLetter is a message in a DLQ.
+type DeadLetter struct {
+	MessageID  string
+	Attributes map[string]string
+	Body       string
+	// Reason is why transit dead-lettered it; empty when SQS moved it
+	// after MaxReceiveCount deliveries.
+	Reason string
+}
+
+// poisonKeys are the attributes the DLQ path adds; a redrive removes them.
+var poisonKeys = []string{
+	middleware.ReasonForPoisonedKey, middleware.PoisonedTopicKey,
+	middleware.PoisonedHandlerKey, middleware.PoisonedSubscriberKey,
+}
+
+// ListDeadLetters reads up to max messages of a DLQ without removing them:
+// they are hidden while being read and made visible again at the end.
+func ListDeadLetters(ctx context.Context, sqsc *sqs.Client, dlqURL string, max int) ([]DeadLetter, error) {
+	var out []DeadLetter
+	var handles []*string
+	defer func() {
+		// Release with a fresh context: the listing is over either way.
+		for _, h := range handles {
+			_, _ = sqsc.ChangeMessageVisibility(context.WithoutCancel(ctx), &sqs.ChangeMessageVisibilityInput{
+				QueueUrl: aws.String(dlqURL), ReceiptHandle: h, VisibilityTimeout: 0,
+			})
+		}
+	}()
+	err := receiveAll(ctx, sqsc, dlqURL, max, func(m types.Message) error {
+		handles = append(handles, m.ReceiptHandle)
+		out = append(out, toDeadLetter(m))
+		return nil
+	})
+	return out, err
+}
+
+// Redrive moves up to max messages from a DLQ back to its command queue,
+// without the DLQ attributes, keeping each message's ID so a command that
+// was partly applied is recognised. It returns how many it moved.
+func Redrive(ctx context.Context, sqsc *sqs.Client, dlqURL, queueURL string, max int) (int, error) {
+	moved := 0
+	err := receiveAll(ctx, sqsc, dlqURL, max, func(m types.Message) error {
+		attrs := map[string]types.MessageAttributeValue{}
+		for k, v := range m.MessageAttributes {
+			attrs[k] = v
+		}
+		for _, k := range poisonKeys {
+			delete(attrs, k)
+		}
+		if _, err := sqsc.SendMessage(ctx, &sqs.SendMessageInput{
+			QueueUrl: aws.String(queueURL), MessageBody: m.Body, MessageAttributes: attrs,
+		}); err != nil {
+			return fmt.Errorf("redrive %s: %w", aws.ToString(m.MessageId), err)
+		}
+		if _, err := sqsc.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(dlqURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+			return fmt.Errorf("remove redriven %s from the DLQ: %w", aws.ToString(m.MessageId), err)
+		}
+		moved++
+		return nil
+	})
+	return moved, err
+}
+
+// receiveAll receives until the queue answers empty or max messages were seen.
+func receiveAll(ctx context.Context, sqsc *sqs.Client, url string, max int, each func(types.Message) error) error {
+	seen := map[string]bool{}
+	for len(seen) < max {
+		res, err := sqsc.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl:              aws.String(url),
+			MaxNumberOfMessages:   int32(min(10, max-len(seen))),
+			MessageAttributeNames: []string{"All"},
+			VisibilityTimeout:     60,
+			WaitTimeSeconds:       1,
+		})
+		if err != nil {
+			return fmt.Errorf("receive from %s: %w", url, err)
+		}
+		if len(res.Messages) == 0 {
+			return nil
+		}
+		for _, m := range res.Messages {
+			if seen[aws.ToString(m.MessageId)] {
+				continue
+			}
+			seen[aws.ToString(m.MessageId)] = true
+			if err := each(m); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func toDeadLetter(m types.Message) DeadLetter {
+	d := DeadLetter{MessageID: aws.ToString(m.MessageId), Body: aws.ToString(m.Body), Attributes: map[string]string{}}
+	for k, v := range m.MessageAttributes {
+		d.Attributes[k] = aws.ToString(v.StringValue)
+	}
+	d.Reason = d.Attributes[middleware.ReasonForPoisonedKey]
+	return d
+}

@@ -1,0 +1,142 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"transit/messages"
+)
+
+// QueueSettings are the command queues' delivery settings.
+type QueueSettings struct {
+	// VisibilityTimeoutSeconds is how long a received command stays hidden
+	// from other consumers; it must exceed the command timeout.
+	VisibilityTimeoutSeconds int
+	// MaxReceiveCount is how many deliveries a command gets before SQS
+	// moves it to the DLQ.
+	MaxReceiveCount int
+}
+
+// dlqRetentionSeconds keeps dead letters for SQS's maximum, 14 days.
+const dlqRetentionSeconds = 14 * 24 * 3600
+
+// Provision creates, for every domain, the DLQ, the command queue with its
+// redrive policy, the command topic subscribed by the queue, and the event
+// topic. Existing resources get their attributes set again; running it
+// twice changes nothing.
+func Provision(ctx context.Context, sqsc *sqs.Client, snsc *sns.Client, stack Stack, qs QueueSettings) error {
+	for _, d := range messages.Domains() {
+		if err := provisionDomain(ctx, sqsc, snsc, stack, d, qs); err != nil {
+			return fmt.Errorf("provision %s messaging: %w", d, err)
+		}
+	}
+	return nil
+}
+
+func provisionDomain(ctx context.Context, sqsc *sqs.Client, snsc *sns.Client, stack Stack, d messages.Domain, qs QueueSettings) error {
+	_, dlqARN, err := ensureQueue(ctx, sqsc, stack.DeadLetterQueue(d), map[string]string{
+		"MessageRetentionPeriod": strconv.Itoa(dlqRetentionSeconds),
+	})
+	if err != nil {
+		return err
+	}
+	redrive, _ := json.Marshal(map[string]string{"deadLetterTargetArn": dlqARN, "maxReceiveCount": strconv.Itoa(qs.MaxReceiveCount)})
+	queueURL, queueARN, err := ensureQueue(ctx, sqsc, stack.CommandQueue(d), map[string]string{
+		"VisibilityTimeout": strconv.Itoa(qs.VisibilityTimeoutSeconds),
+		"RedrivePolicy":     string(redrive),
+	})
+	if err != nil {
+		return err
+	}
+	cmdTopic, err := snsc.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(stack.CommandTopic(d))})
+	if err != nil {
+		return fmt.Errorf("create topic %s: %w", stack.CommandTopic(d), err)
+	}
+	if _, err := snsc.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(stack.EventTopic(d))}); err != nil {
+		return fmt.Errorf("create topic %s: %w", stack.EventTopic(d), err)
+	}
+	_, err = SubscribeQueue(ctx, sqsc, snsc, aws.ToString(cmdTopic.TopicArn), queueURL, queueARN, "")
+	return err
+}
+
+// SubscribeQueue subscribes a queue to a topic with raw delivery, allowing
+// the topic to send to the queue. A non-empty filterPolicy (SNS JSON)
+// narrows what is delivered. Subscribing again is a no-op. It returns the
+// subscription's ARN.
+func SubscribeQueue(ctx context.Context, sqsc *sqs.Client, snsc *sns.Client, topicARN, queueURL, queueARN, filterPolicy string) (string, error) {
+	policy, _ := json.Marshal(map[string]any{
+		"Version": "2012-10-17",
+		"Statement": []map[string]any{{
+			"Effect":    "Allow",
+			"Principal": map[string]string{"Service": "sns.amazonaws.com"},
+			"Action":    "sqs:SendMessage",
+			"Resource":  queueARN,
+			"Condition": map[string]any{"ArnEquals": map[string]string{"aws:SourceArn": topicARN}},
+		}},
+	})
+	if _, err := sqsc.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{
+		QueueUrl:   aws.String(queueURL),
+		Attributes: map[string]string{"Policy": string(policy)},
+	}); err != nil {
+		return "", fmt.Errorf("allow %s to send to %s: %w", topicARN, queueARN, err)
+	}
+	attrs := map[string]string{"RawMessageDelivery": "true"}
+	if filterPolicy != "" {
+		attrs["FilterPolicy"] = filterPolicy
+	}
+	sub, err := snsc.Subscribe(ctx, &sns.SubscribeInput{
+		TopicArn:              aws.String(topicARN),
+		Protocol:              aws.String("sqs"),
+		Endpoint:              aws.String(queueARN),
+		Attributes:            attrs,
+		ReturnSubscriptionArn: true,
+	})
+	if err != nil {
+		return "", fmt.Errorf("subscribe %s to %s: %w", queueARN, topicARN, err)
+	}
+	return aws.ToString(sub.SubscriptionArn), nil
+}
+
+// ensureQueue creates a queue or, when it exists, sets its attributes, and
+// returns its URL and ARN.
+func ensureQueue(ctx context.Context, sqsc *sqs.Client, name string, attrs map[string]string) (url, arn string, err error) {
+	got, err := sqsc.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	var missing *sqstypes.QueueDoesNotExist
+	switch {
+	case errors.As(err, &missing):
+		created, err := sqsc.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+		if err != nil {
+			return "", "", fmt.Errorf("create queue %s: %w", name, err)
+		}
+		url = aws.ToString(created.QueueUrl)
+	case err != nil:
+		return "", "", fmt.Errorf("look up queue %s: %w", name, err)
+	default:
+		url = aws.ToString(got.QueueUrl)
+		if _, err := sqsc.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(url), Attributes: attrs}); err != nil {
+			return "", "", fmt.Errorf("set attributes of queue %s: %w", name, err)
+		}
+	}
+	arn, err = QueueARN(ctx, sqsc, url)
+	return url, arn, err
+}
+
+// QueueARN reads a queue's ARN.
+func QueueARN(ctx context.Context, sqsc *sqs.Client, url string) (string, error) {
+	out, err := sqsc.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl:       aws.String(url),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+	})
+	if err != nil {
+		return "", fmt.Errorf("read ARN of %s: %w", url, err)
+	}
+	return out.Attributes[string(sqstypes.QueueAttributeNameQueueArn)], nil
+}

@@ -1,0 +1,77 @@
+package router
+
+import (
+	"fmt"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"transit/messages"
+)
+
+// ByType is the publish topic that sends each message where its type
+// belongs (see Stack.destination); handlers publish to it, so one command
+// can emit events and send commands.
+const ByType = "by-type"
+
+// Publisher sends to the stack's SNS topics and SQS queues. Publish takes
+// ByType or the name of one of the stack's queues or topics (the DLQ path
+// names its queue).
+type Publisher struct {
+	stack  Stack
+	topics message.Publisher
+	queues message.Publisher
+	// isTopic holds every name Publish accepts besides ByType.
+	isTopic map[string]bool
+}
+
+// NewPublisher sends to topics through topics and to queues through queues.
+func NewPublisher(stack Stack, topics, queues message.Publisher) *Publisher {
+	isTopic := map[string]bool{}
+	for _, t := range stack.Topics() {
+		isTopic[t] = true
+	}
+	for _, q := range stack.Queues() {
+		isTopic[q] = false
+	}
+	return &Publisher{stack: stack, topics: topics, queues: queues, isTopic: isTopic}
+}
+
+// Publish is safe for concurrent use if the underlying publishers are.
+func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
+	for _, msg := range msgs {
+		dest, isTopic, err := p.resolve(topic, msg)
+		if err != nil {
+			return err
+		}
+		pub := p.queues
+		if isTopic {
+			pub = p.topics
+		}
+		if err := pub.Publish(dest, msg); err != nil {
+			return fmt.Errorf("publish %s to %s: %w", msg.Metadata.Get(messages.TypeAttribute), dest, err)
+		}
+	}
+	return nil
+}
+
+func (p *Publisher) resolve(topic string, msg *message.Message) (dest string, isTopic bool, err error) {
+	if topic != ByType {
+		isTopic, ok := p.isTopic[topic]
+		if !ok {
+			return "", false, fmt.Errorf("publish: %q is not a queue or topic of stack %q", topic, p.stack.Prefix)
+		}
+		return topic, isTopic, nil
+	}
+	t := messages.Type(msg.Metadata.Get(messages.TypeAttribute))
+	dest, isTopic, ok := p.stack.destination(t)
+	if !ok {
+		return "", false, fmt.Errorf("publish: no destination for type %q", t)
+	}
+	return dest, isTopic, nil
+}
+
+// Close does nothing: the router closes a handler's publisher when the
+// handler stops, and this one is shared by every handler and the DLQ path.
+func (p *Publisher) Close() error {
+	return nil
+}

@@ -1,0 +1,110 @@
+// Package router wires transit's domains into a Watermill router: SQS
+// command queues in, SNS event topics and SQS command queues out, with
+// retry for transient failures and the DLQ for poison commands.
+package router
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+
+	"transit/messages"
+	"transit/store"
+)
+
+// Handler is one domain's command handler.
+type Handler interface {
+	// Handle applies cmd and returns the messages it produces. A business
+	// rejection is an event, not an error; an error is retried unless
+	// Permanent says it cannot succeed.
+	Handle(ctx context.Context, cmd messages.Command) ([]messages.Out, error)
+}
+
+// Config tunes the router.
+type Config struct {
+	Stack Stack
+	// CommandTimeout bounds one attempt at one command.
+	CommandTimeout time.Duration
+	// Retry is the in-process retry of transient failures; when it runs
+	// out the message is nacked and SQS redelivers it, up to the queue's
+	// MaxReceiveCount, then moves it to the DLQ.
+	Retry middleware.Retry
+	// CloseTimeout bounds the router's drain on Close.
+	CloseTimeout time.Duration
+}
+
+// New returns a router whose middleware retries transient failures and
+// recovers panics; Register adds each domain's handler and its DLQ.
+func New(cfg Config, logger watermill.LoggerAdapter) (*message.Router, error) {
+	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: cfg.CloseTimeout}, logger)
+	if err != nil {
+		return nil, err
+	}
+	retry := cfg.Retry
+	retry.Logger = logger
+	retry.ShouldRetry = func(p middleware.RetryParams) bool { return !Permanent(p.Err) }
+	r.AddMiddleware(
+		// Transient failures (throttling, timeouts, 5xx) get a few quick
+		// attempts before the message goes back to SQS.
+		retry.Middleware,
+		// A panic becomes an error with its stack, retried like any other.
+		middleware.Recoverer,
+	)
+	return r, nil
+}
+
+// Register adds the consumer handler of domain d, reading its command
+// queue through sub.
+func Register(r *message.Router, cfg Config, d messages.Domain, sub message.Subscriber, pub message.Publisher, h Handler) error {
+	// The handler name is an identifier: it is recorded on dead letters.
+	handler := r.AddHandler(string(d)+"-commands", cfg.Stack.CommandQueue(d), sub, ByType, pub, handle(d, h, cfg.CommandTimeout))
+	// Innermost: a permanent failure goes to the DLQ at once with its
+	// reason and the message is acked, so the queue keeps flowing.
+	poison, err := middleware.PoisonQueueWithFilter(pub, cfg.Stack.DeadLetterQueue(d), Permanent)
+	if err != nil {
+		return fmt.Errorf("register %s: %w", d, err)
+	}
+	handler.AddMiddleware(poison)
+	return nil
+}
+
+// handle decodes a command, runs the domain handler and encodes what it produced.
+func handle(d messages.Domain, h Handler, timeout time.Duration) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		cmd, err := messages.Decode(msg.Payload, msg.UUID, msg.Metadata.Get(messages.TypeAttribute))
+		if err != nil {
+			return nil, err
+		}
+		if got, _ := messages.DomainOf(cmd.Type); got != d {
+			return nil, &messages.InvalidError{Field: "type", Reason: fmt.Sprintf("%s is not a %s command", cmd.Type, d)}
+		}
+		ctx, cancel := context.WithTimeout(msg.Context(), timeout)
+		defer cancel()
+		outs, err := h.Handle(ctx, cmd)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", cmd.Type, cmd.ID, err)
+		}
+		produced := make([]*message.Message, 0, len(outs))
+		for _, out := range outs {
+			id, body, err := messages.Encode(cmd, out)
+			if err != nil {
+				return nil, err
+			}
+			m := message.NewMessage(id, body)
+			m.Metadata.Set(messages.TypeAttribute, string(out.Type))
+			m.Metadata.Set(messages.CorrelationAttribute, cmd.CorrelationID)
+			produced = append(produced, m)
+		}
+		return produced, nil
+	}
+}
+
+// Permanent reports whether a handler error can never succeed: the
+// message is malformed or invalid, or DynamoDB refused the request itself.
+func Permanent(err error) bool {
+	return messages.IsInvalid(err) || store.IsPermanent(err)
+}

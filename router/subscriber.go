@@ -1,0 +1,274 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	wmsqs "github.com/ThreeDotsLabs/watermill-aws/sqs"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"transit/messages"
+)
+
+// SubscriberConfig tunes the SQS subscriber.
+type SubscriberConfig struct {
+	// Concurrency is how many messages may be in flight (handed to the
+	// router and not yet acked) at once. Default 4.
+	Concurrency int
+	// WaitTimeSeconds is the long-poll wait of each receive. Default 20.
+	WaitTimeSeconds int32
+	// DrainTimeout bounds how long Close waits for in-flight messages to be
+	// acked. Default 30s.
+	DrainTimeout time.Duration
+	// MaxNackDelay caps the visibility a nacked message gets before it is
+	// received again; the delay doubles with each receive. Default 60s.
+	MaxNackDelay time.Duration
+}
+
+func (c *SubscriberConfig) setDefaults() {
+	if c.Concurrency <= 0 {
+		c.Concurrency = 4
+	}
+	if c.WaitTimeSeconds <= 0 {
+		c.WaitTimeSeconds = 20
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	if c.MaxNackDelay <= 0 {
+		c.MaxNackDelay = time.Minute
+	}
+}
+
+// Subscriber consumes SQS queues for the Watermill router. Unlike the
+// watermill-aws v1.0.1 subscriber, which handles one message at a time and
+// drops the ack of a message still in flight when it closes, it receives
+// in batches, hands out up to Concurrency messages at once, acks each
+// independently, and on Close stops receiving and waits for in-flight
+// messages to be acked before returning. See DECISIONS.md.
+type Subscriber struct {
+	sqs    *sqs.Client
+	config SubscriberConfig
+	logger watermill.LoggerAdapter
+
+	slots    chan struct{}
+	closing  chan struct{}
+	inFlight sync.WaitGroup
+	loops    sync.WaitGroup
+	once     sync.Once
+}
+
+// NewSubscriber returns a subscriber reading with client.
+func NewSubscriber(client *sqs.Client, config SubscriberConfig, logger watermill.LoggerAdapter) *Subscriber {
+	config.setDefaults()
+	return &Subscriber{
+		sqs:     client,
+		config:  config,
+		logger:  logger,
+		slots:   make(chan struct{}, config.Concurrency),
+		closing: make(chan struct{}),
+	}
+}
+
+// Subscribe consumes the queue named topic. Each message's context is not
+// cancelled by Close, so work in flight can finish during a drain.
+func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	select {
+	case <-s.closing:
+		return nil, errors.New("subscriber closed")
+	default:
+	}
+	got, err := s.sqs.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(topic)})
+	if err != nil {
+		return nil, fmt.Errorf("look up queue %s: %w", topic, err)
+	}
+	url := aws.ToString(got.QueueUrl)
+	out := make(chan *message.Message)
+	receiveCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-s.closing:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	// One receive loop per ten slots: a receive returns at most ten messages.
+	loops := (s.config.Concurrency + 9) / 10
+	var wg sync.WaitGroup
+	for i := 0; i < loops; i++ {
+		wg.Add(1)
+		s.loops.Add(1)
+		go func() {
+			defer wg.Done()
+			defer s.loops.Done()
+			s.receive(receiveCtx, url, out)
+		}()
+	}
+	go func() {
+		wg.Wait()
+		s.inFlight.Wait()
+		close(out)
+	}()
+	return out, nil
+}
+
+func (s *Subscriber) receive(ctx context.Context, url string, out chan<- *message.Message) {
+	logFields := watermill.LogFields{"queue": url}
+	for ctx.Err() == nil {
+		n := s.acquire(ctx, 10)
+		if n == 0 {
+			return
+		}
+		res, err := s.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl:                    aws.String(url),
+			MaxNumberOfMessages:         int32(n),
+			WaitTimeSeconds:             s.config.WaitTimeSeconds,
+			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount},
+		})
+		if err != nil {
+			s.release(n)
+			if ctx.Err() != nil {
+				return
+			}
+			s.logger.Error("Cannot receive messages", err, logFields)
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		s.release(n - len(res.Messages))
+		for i, m := range res.Messages {
+			select {
+			case <-ctx.Done():
+				// Closing: give back what was received but not handed out,
+				// so another consumer takes it now rather than after the
+				// visibility timeout.
+				for _, rest := range res.Messages[i:] {
+					s.setVisibility(url, rest, 0)
+				}
+				s.release(len(res.Messages) - i)
+				return
+			default:
+			}
+			s.inFlight.Add(1)
+			msg := toMessage(m)
+			out <- msg
+			go s.settle(url, m, msg)
+		}
+	}
+}
+
+// acquire takes up to max free slots, waiting for at least one.
+func (s *Subscriber) acquire(ctx context.Context, max int) int {
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return 0
+	}
+	n := 1
+	for n < max {
+		select {
+		case s.slots <- struct{}{}:
+			n++
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+func (s *Subscriber) release(n int) {
+	for i := 0; i < n; i++ {
+		<-s.slots
+	}
+}
+
+// settle waits for the router's verdict: an ack deletes the message, a
+// nack makes it visible again after a backoff that grows with each receive.
+func (s *Subscriber) settle(url string, m types.Message, msg *message.Message) {
+	defer s.inFlight.Done()
+	defer s.release(1)
+	select {
+	case <-msg.Acked():
+		// A detached context: a delete cut short by shutdown would turn an
+		// applied command into a redelivery.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := s.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
+			s.logger.Error("Cannot delete acked message; it will be redelivered and replayed", err, watermill.LogFields{"message_uuid": msg.UUID})
+		}
+	case <-msg.Nacked():
+		s.setVisibility(url, m, s.nackDelay(m))
+	}
+}
+
+func (s *Subscriber) nackDelay(m types.Message) time.Duration {
+	count, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
+	delay := time.Second
+	for i := 1; i < count && delay < s.config.MaxNackDelay; i++ {
+		delay *= 2
+	}
+	return min(delay, s.config.MaxNackDelay)
+}
+
+func (s *Subscriber) setVisibility(url string, m types.Message, d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl:          aws.String(url),
+		ReceiptHandle:     m.ReceiptHandle,
+		VisibilityTimeout: int32(d / time.Second),
+	}); err != nil {
+		s.logger.Error("Cannot change message visibility", err, watermill.LogFields{"message_id": aws.ToString(m.MessageId)})
+	}
+}
+
+// Close stops receiving and waits, up to DrainTimeout, for every message
+// in flight to be acked or nacked and settled with SQS.
+func (s *Subscriber) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.closing)
+		done := make(chan struct{})
+		go func() {
+			s.loops.Wait()
+			s.inFlight.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(s.config.DrainTimeout):
+			err = fmt.Errorf("drain: messages still in flight after %s", s.config.DrainTimeout)
+		}
+	})
+	return err
+}
+
+// toMessage keeps only the attributes transit routes on: producers may
+// send up to ten, and the DLQ path must still have room for its own. The
+// message's UUID is the Watermill UUID attribute when a Watermill
+// publisher (or a redrive) set it, else SQS's message ID: both are stable
+// across redeliveries, so they can stand for a command ID.
+func toMessage(m types.Message) *message.Message {
+	id := aws.ToString(m.MessageId)
+	if v, ok := m.MessageAttributes[wmsqs.UUIDAttribute]; ok && aws.ToString(v.StringValue) != "" {
+		id = aws.ToString(v.StringValue)
+	}
+	msg := message.NewMessage(id, []byte(aws.ToString(m.Body)))
+	for _, k := range []string{messages.TypeAttribute, messages.CorrelationAttribute} {
+		if v, ok := m.MessageAttributes[k]; ok && v.StringValue != nil {
+			msg.Metadata.Set(k, *v.StringValue)
+		}
+	}
+	return msg
+}

@@ -1,0 +1,240 @@
+// Package service wires transit together: AWS clients, store, router and
+// handlers. cmd/transit and the integration tests both build on it.
+package service
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	wmsns "github.com/ThreeDotsLabs/watermill-aws/sns"
+	wmsqs "github.com/ThreeDotsLabs/watermill-aws/sqs"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"transit/config"
+	"transit/handlers"
+	"transit/messages"
+	"transit/provider"
+	"transit/router"
+	"transit/store"
+)
+
+// Service holds one stack's clients and settings.
+type Service struct {
+	Config   config.Config
+	AWS      aws.Config
+	DynamoDB *dynamodb.Client
+	SQS      *sqs.Client
+	SNS      *sns.Client
+	Stack    router.Stack
+	Store    *store.Store
+	Logger   *slog.Logger
+}
+
+// New loads the AWS configuration (the SDK's chain: environment, shared
+// files, instance role) and builds the clients.
+func New(ctx context.Context, cfg config.Config) (*Service, error) {
+	opts := []func(*awsconfig.LoadOptions) error{
+		awsconfig.WithRegion(cfg.Region),
+		// Longer than SQS's 20 s long poll.
+		awsconfig.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(35 * time.Second)),
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	if cfg.EndpointURL != "" {
+		awsCfg.BaseEndpoint = aws.String(cfg.EndpointURL)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return nil, fmt.Errorf("TRANSIT_LOG_LEVEL: %w", err)
+	}
+	ddb := dynamodb.NewFromConfig(awsCfg)
+	return &Service{
+		Config:   cfg,
+		AWS:      awsCfg,
+		DynamoDB: ddb,
+		SQS:      sqs.NewFromConfig(awsCfg),
+		SNS:      sns.NewFromConfig(awsCfg),
+		Stack:    router.Stack{Prefix: cfg.Prefix},
+		Store:    store.New(ddb, cfg.Prefix, cfg.AuditRetention),
+		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+	}, nil
+}
+
+// Provision creates every table, queue and topic of the stack; it is
+// idempotent.
+func (s *Service) Provision(ctx context.Context) error {
+	if err := store.Provision(ctx, s.DynamoDB, s.Config.Prefix); err != nil {
+		return err
+	}
+	return router.Provision(ctx, s.SQS, s.SNS, s.Stack, router.QueueSettings{
+		VisibilityTimeoutSeconds: int(s.Config.VisibilityTimeout / time.Second),
+		MaxReceiveCount:          s.Config.MaxReceiveCount,
+	})
+}
+
+// ServeOptions replace parts of the wiring; the zero value serves as in
+// production.
+type ServeOptions struct {
+	// Provider replaces the HTTP sandbox provider client.
+	Provider interface {
+		DeleteSandbox(ctx context.Context, externalID string) error
+	}
+	// WrapPublisher decorates the publisher every produced message goes
+	// through; tests use it to inject a crash before publishing.
+	WrapPublisher func(message.Publisher) message.Publisher
+	// Now replaces the clock transitions decide by.
+	Now func() time.Time
+}
+
+// Serve consumes every domain's commands until ctx is cancelled, then
+// drains: it stops receiving, lets in-flight commands finish and acks them.
+func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
+	if opts.Provider == nil {
+		if err := s.Config.RequireProvider(); err != nil {
+			return err
+		}
+		opts.Provider = provider.New(s.Config.ProviderURL, s.Config.ProviderTimeout)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	logger := watermill.NewSlogLogger(s.Logger)
+	pub, err := s.publisher(ctx, logger)
+	if err != nil {
+		return err
+	}
+	var out message.Publisher = pub
+	if opts.WrapPublisher != nil {
+		out = opts.WrapPublisher(pub)
+	}
+	rcfg := router.Config{
+		Stack:          s.Stack,
+		CommandTimeout: s.Config.CommandTimeout,
+		CloseTimeout:   s.Config.DrainTimeout,
+		Retry: middleware.Retry{
+			MaxRetries:      s.Config.RetryMax,
+			InitialInterval: s.Config.RetryInitial,
+			MaxInterval:     2 * time.Second,
+			Multiplier:      2,
+		},
+	}
+	r, err := router.New(rcfg, logger)
+	if err != nil {
+		return err
+	}
+	sub := router.NewSubscriber(s.SQS, router.SubscriberConfig{
+		Concurrency:  s.Config.Concurrency,
+		DrainTimeout: s.Config.DrainTimeout,
+	}, logger)
+	sandbox := handlers.NewSandbox(s.Store, opts.Provider, opts.Now)
+	if err := router.Register(r, rcfg, messages.Sandbox, sub, out, sandbox); err != nil {
+		return err
+	}
+	if s.Config.SweepInterval > 0 {
+		go s.sweep(ctx, pub, opts.Now)
+	}
+	go func() {
+		<-ctx.Done()
+		_ = r.Close()
+	}()
+	return r.Run(ctx)
+}
+
+// publisher sends events to SNS and commands to SQS. Topic ARNs are
+// built from the caller's account, read once from STS.
+func (s *Service) publisher(ctx context.Context, logger watermill.LoggerAdapter) (*router.Publisher, error) {
+	resolver, err := s.topicResolver(ctx)
+	if err != nil {
+		return nil, err
+	}
+	topics, err := wmsns.NewPublisher(wmsns.PublisherConfig{
+		AWSConfig:                   s.AWS,
+		TopicResolver:               resolver,
+		DoNotCreateTopicIfNotExists: true,
+	}, logger)
+	if err != nil {
+		return nil, fmt.Errorf("SNS publisher: %w", err)
+	}
+	queues, err := wmsqs.NewPublisher(wmsqs.PublisherConfig{
+		AWSConfig:                   s.AWS,
+		DoNotCreateQueueIfNotExists: true,
+	}, logger)
+	if err != nil {
+		return nil, fmt.Errorf("SQS publisher: %w", err)
+	}
+	return router.NewPublisher(s.Stack, topics, queues), nil
+}
+
+func (s *Service) topicResolver(ctx context.Context) (*wmsns.GenerateArnTopicResolver, error) {
+	id, err := sts.NewFromConfig(s.AWS).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	if err != nil {
+		return nil, fmt.Errorf("read AWS account: %w", err)
+	}
+	return wmsns.NewGenerateArnTopicResolver(aws.ToString(id.Account), s.AWS.Region)
+}
+
+// sweep sends the expiry and cleanup sweeps every SweepInterval. A
+// sweep's ID names its interval, so replicas sweeping in the same interval
+// fan out the same command IDs and each sandbox is handled once.
+func (s *Service) sweep(ctx context.Context, pub message.Publisher, now func() time.Time) {
+	tick := time.NewTicker(s.Config.SweepInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		slot := now().Truncate(s.Config.SweepInterval).UTC().Format(time.RFC3339)
+		for _, t := range []messages.Type{messages.SandboxExpire, messages.SandboxCleanup} {
+			payload, _ := messages.NewPayload(t)
+			msg, err := NewCommandMessage("sweep/"+string(t)+"/"+slot, t, payload, now())
+			if err == nil {
+				err = pub.Publish(router.ByType, msg)
+			}
+			if err != nil {
+				s.Logger.Error("sweep not sent", "type", t, "error", err)
+			}
+		}
+	}
+}
+
+// NewCommandMessage builds the Watermill message of a command, as a
+// producer would send it.
+func NewCommandMessage(id string, t messages.Type, payload any, now time.Time) (*message.Message, error) {
+	body, err := messages.NewCommand(id, t, payload, now)
+	if err != nil {
+		return nil, err
+	}
+	msg := message.NewMessage(id, body)
+	msg.Metadata.Set(messages.TypeAttribute, string(t))
+	msg.Metadata.Set(messages.CorrelationAttribute, id)
+	return msg, nil
+}
+
+// Send sends a command to its domain's queue, as a producer would.
+func (s *Service) Send(ctx context.Context, id string, t messages.Type, payload any) error {
+	pub, err := s.publisher(ctx, watermill.NewSlogLogger(s.Logger))
+	if err != nil {
+		return err
+	}
+	msg, err := NewCommandMessage(id, t, payload, time.Now())
+	if err != nil {
+		return err
+	}
+	return pub.Publish(router.ByType, msg)
+}

@@ -1,0 +1,230 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Cmd identifies the command a transition applies. Its ID keys the
+// recorded outcome.
+type Cmd struct {
+	ID            string
+	Type          string
+	CorrelationID string
+	// Actor is who asked, e.g. the track ID; empty for system commands.
+	Actor string
+	// At is the command's decision time; transitions use it as "now".
+	At time.Time
+}
+
+// Outcome statuses recorded in the audit table.
+const (
+	Applied  = "applied"
+	Rejected = "rejected"
+)
+
+// Rejection is a business outcome: the command was valid but the state did
+// not allow it. It is recorded like a success and never retried.
+type Rejection struct {
+	Reason string
+	// At is when the decision was first made; a replay returns it unchanged.
+	At time.Time
+}
+
+func (r *Rejection) Error() string { return "rejected: " + r.Reason }
+
+// AsRejection returns the rejection in err's chain, if any.
+func AsRejection(err error) (*Rejection, bool) {
+	var r *Rejection
+	ok := errors.As(err, &r)
+	return r, ok
+}
+
+// auditItem is one command's recorded outcome.
+type auditItem struct {
+	PK            string `dynamodbav:"pk"`
+	SK            string `dynamodbav:"sk"`
+	GSI1PK        string `dynamodbav:"gsi1pk"`
+	GSI1SK        string `dynamodbav:"gsi1sk"`
+	Entity        string `dynamodbav:"entity"`
+	Action        string `dynamodbav:"action"`
+	Actor         string `dynamodbav:"user_id,omitempty"`
+	CommandID     string `dynamodbav:"command_id"`
+	CorrelationID string `dynamodbav:"correlation_id"`
+	Status        string `dynamodbav:"status"`
+	Reason        string `dynamodbav:"reason,omitempty"`
+	// Details is the transition's result (JSON), enough to re-emit its events.
+	Details  string `dynamodbav:"details,omitempty"`
+	At       string `dynamodbav:"at"`
+	ExpireAt int64  `dynamodbav:"expire_at"`
+}
+
+func auditKey(commandID string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "CMD#" + commandID},
+		"sk": &types.AttributeValueMemberS{Value: "OUTCOME"},
+	}
+}
+
+// newAuditPut is the audit write that joins a transition's transaction. Its
+// condition fails when the command was already applied, which is how a
+// redelivery is recognised.
+func (s *Store) newAuditPut(cmd Cmd, entity, status, reason string, details any) (types.TransactWriteItem, error) {
+	put, err := s.auditPut(cmd, entity, status, reason, details)
+	if err != nil {
+		return types.TransactWriteItem{}, err
+	}
+	return types.TransactWriteItem{Put: put}, nil
+}
+
+func (s *Store) auditPut(cmd Cmd, entity, status, reason string, details any) (*types.Put, error) {
+	at := cmd.At.UTC().Format(time.RFC3339Nano)
+	item := auditItem{
+		PK:            "CMD#" + cmd.ID,
+		SK:            "OUTCOME",
+		GSI1PK:        "AUDIT#" + cmd.At.UTC().Format(time.DateOnly),
+		GSI1SK:        "TIMESTAMP#" + at + "#" + cmd.ID,
+		Entity:        "ENTITY#" + entity,
+		Action:        cmd.Type,
+		Actor:         cmd.Actor,
+		CommandID:     cmd.ID,
+		CorrelationID: cmd.CorrelationID,
+		Status:        status,
+		Reason:        reason,
+		At:            at,
+		ExpireAt:      cmd.At.Add(s.auditRetention).Unix(),
+	}
+	if details != nil {
+		b, err := json.Marshal(details)
+		if err != nil {
+			return nil, fmt.Errorf("encode audit details: %w", err)
+		}
+		item.Details = string(b)
+	}
+	av, err := attributevalue.MarshalMap(item)
+	if err != nil {
+		return nil, fmt.Errorf("encode audit item: %w", err)
+	}
+	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name("pk"))).Build()
+	if err != nil {
+		return nil, err
+	}
+	return &types.Put{
+		TableName:                 aws.String(s.audit),
+		Item:                      av,
+		ConditionExpression:       cond.Condition(),
+		ExpressionAttributeNames:  cond.Names(),
+		ExpressionAttributeValues: cond.Values(),
+	}, nil
+}
+
+// recordRejection records a rejection on its own. If the command already
+// has an outcome, that outcome is replayed into result instead.
+func (s *Store) recordRejection(ctx context.Context, cmd Cmd, entity string, rej *Rejection, result any) error {
+	put, err := s.auditPut(cmd, entity, Rejected, rej.Reason, nil)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 put.TableName,
+		Item:                      put.Item,
+		ConditionExpression:       put.ConditionExpression,
+		ExpressionAttributeNames:  put.ExpressionAttributeNames,
+		ExpressionAttributeValues: put.ExpressionAttributeValues,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return s.replay(ctx, cmd, result)
+	}
+	if err != nil {
+		return fmt.Errorf("record rejection: %w", err)
+	}
+	return rej
+}
+
+// errAlreadyApplied marks a transaction cancelled by its audit condition.
+var errAlreadyApplied = errors.New("command already has an outcome")
+
+// transact runs a transition's transaction whose last item is the audit
+// put. It returns errAlreadyApplied when the audit condition failed, and
+// errConflict when an earlier item's condition failed or another
+// transaction got there first.
+func (s *Store) transact(ctx context.Context, items []types.TransactWriteItem) error {
+	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return err
+	}
+	reasons := tce.CancellationReasons
+	if len(reasons) == len(items) && aws.ToString(reasons[len(items)-1].Code) == "ConditionalCheckFailed" {
+		return errAlreadyApplied
+	}
+	for _, r := range reasons {
+		switch aws.ToString(r.Code) {
+		case "ConditionalCheckFailed", "TransactionConflict":
+			return errConflict
+		}
+	}
+	return err
+}
+
+// errConflict means the state changed under the transition: re-read and decide again.
+var errConflict = errors.New("state changed concurrently")
+
+// replay loads the recorded outcome of cmd, which must exist. An applied
+// outcome's details are decoded into result; a rejection is returned as
+// *Rejection.
+func (s *Store) replay(ctx context.Context, cmd Cmd, result any) error {
+	found, err := s.recorded(ctx, cmd, result)
+	if err == nil && !found {
+		return fmt.Errorf("recorded outcome of %s vanished", cmd.ID)
+	}
+	return err
+}
+
+// recorded reports whether cmd already has an outcome, replaying it as
+// replay does when it has. Transitions with a side effect outside DynamoDB
+// ask first, so a redelivery does not repeat the side effect.
+func (s *Store) recorded(ctx context.Context, cmd Cmd, result any) (bool, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.audit),
+		Key:            auditKey(cmd.ID),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return false, fmt.Errorf("read recorded outcome of %s: %w", cmd.ID, err)
+	}
+	if out.Item == nil {
+		return false, nil
+	}
+	var item auditItem
+	if err := attributevalue.UnmarshalMap(out.Item, &item); err != nil {
+		return true, fmt.Errorf("decode recorded outcome of %s: %w", cmd.ID, err)
+	}
+	if item.Action != cmd.Type {
+		return true, fmt.Errorf("command ID %s was first used by a %s: %w", cmd.ID, item.Action, ErrIDReused)
+	}
+	at, _ := time.Parse(time.RFC3339Nano, item.At)
+	if item.Status == Rejected {
+		return true, &Rejection{Reason: item.Reason, At: at}
+	}
+	if result != nil && item.Details != "" {
+		if err := json.Unmarshal([]byte(item.Details), result); err != nil {
+			return true, fmt.Errorf("decode recorded result of %s: %w", cmd.ID, err)
+		}
+	}
+	return true, nil
+}
+
+// ErrIDReused means a command ID arrived again with another type: the
+// producer reused an ID, which can never succeed.
+var ErrIDReused = errors.New("command ID reused")

@@ -1,0 +1,563 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/uuid"
+
+	"transit/messages"
+)
+
+// Sandbox statuses (seeds/sandbox-broker.md).
+const (
+	StatusAvailable       = "available"
+	StatusAllocated       = "allocated"
+	StatusPendingDeletion = "pending_deletion"
+	StatusStale           = "stale"
+	// StatusDeleted is never stored: it marks the last snapshot of a
+	// sandbox the provider deleted, as recorded in the audit table.
+	StatusDeleted = "deleted"
+)
+
+// SandboxStatuses lists every status, the partitions of StatusIndex.
+var SandboxStatuses = []string{StatusAvailable, StatusAllocated, StatusPendingDeletion, StatusStale}
+
+// Sandbox is a SandboxPool item.
+type Sandbox struct {
+	PK                  string `dynamodbav:"PK" json:"-"`
+	SK                  string `dynamodbav:"SK" json:"-"`
+	SandboxID           string `dynamodbav:"sandbox_id" json:"sandbox_id"`
+	Name                string `dynamodbav:"name" json:"name"`
+	ExternalID          string `dynamodbav:"external_id" json:"external_id"`
+	Status              string `dynamodbav:"status" json:"status"`
+	LabDurationHours    int    `dynamodbav:"lab_duration_hours" json:"lab_duration_hours"`
+	DeletionRetryCount  int    `dynamodbav:"deletion_retry_count" json:"deletion_retry_count"`
+	AllocatedAt         int64  `dynamodbav:"allocated_at" json:"allocated_at"`
+	AllocatedToTrack    string `dynamodbav:"allocated_to_track,omitempty" json:"allocated_to_track,omitempty"`
+	IdempotencyKey      string `dynamodbav:"idempotency_key,omitempty" json:"idempotency_key,omitempty"`
+	DeletionRequestedAt int64  `dynamodbav:"deletion_requested_at,omitempty" json:"deletion_requested_at,omitempty"`
+	CreatedAt           int64  `dynamodbav:"created_at" json:"created_at"`
+	UpdatedAt           int64  `dynamodbav:"updated_at" json:"updated_at"`
+	LastSynced          int64  `dynamodbav:"last_synced,omitempty" json:"last_synced,omitempty"`
+	// LastDeletionError is the provider's answer to the last failed
+	// deletion, for whoever investigates a sandbox stuck in cleanup.
+	LastDeletionError string `dynamodbav:"last_deletion_error,omitempty" json:"last_deletion_error,omitempty"`
+}
+
+// ExpiresAt is when the allocation's lab window closes.
+func (s Sandbox) ExpiresAt() int64 { return s.AllocatedAt + int64(s.LabDurationHours)*3600 }
+
+func sandboxKey(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		"PK": &types.AttributeValueMemberS{Value: "SBX#" + id},
+		"SK": &types.AttributeValueMemberS{Value: "META"},
+	}
+}
+
+func sandboxEntity(id string) string { return "SANDBOX#" + id }
+
+// sandboxIDNamespace derives a sandbox's ID from its provider ID, so a
+// re-applied sync creates the same item rather than a twin.
+var sandboxIDNamespace = uuid.MustParse("0b5d7f1e-2c3a-4e8b-9f6d-1a2b3c4d5e6f")
+
+// SandboxIDFor is the sandbox ID transit gives a provider sandbox.
+func SandboxIDFor(externalID string) string {
+	return uuid.NewSHA1(sandboxIDNamespace, []byte(externalID)).String()
+}
+
+// candidatesPerQuery bounds one StatusIndex read, as the seed's Limit=15.
+const candidatesPerQuery = 15
+
+// allocateRounds bounds how often an allocation re-reads the pool after
+// losing every candidate to concurrent allocators.
+const allocateRounds = 8
+
+// Allocate gives the track an available sandbox, or its existing live
+// allocation under the same idempotency key. An empty pool is a
+// *Rejection with reason pool_exhausted.
+func (s *Store) Allocate(ctx context.Context, cmd Cmd, trackID, idempotencyKey string) (Sandbox, error) {
+	if existing, ok, err := s.liveAllocation(ctx, trackID, idempotencyKey); err != nil {
+		return Sandbox{}, fmt.Errorf("allocate for %s: %w", trackID, err)
+	} else if ok {
+		return s.recordExisting(ctx, cmd, existing)
+	}
+	now := cmd.At.Unix()
+	for round := 0; round < allocateRounds; round++ {
+		candidates, err := s.queryStatus(ctx, StatusAvailable, nil, candidatesPerQuery)
+		if err != nil {
+			return Sandbox{}, fmt.Errorf("allocate for %s: %w", trackID, err)
+		}
+		if len(candidates) == 0 {
+			var sb Sandbox
+			err := s.recordRejection(ctx, cmd, "TRACK#"+trackID, &Rejection{Reason: messages.ReasonPoolExhausted, At: cmd.At}, &sb)
+			return sb, err
+		}
+		// Concurrent allocators start at different candidates, so they
+		// rarely collide on the same item.
+		rand.Shuffle(len(candidates), func(i, j int) { candidates[i], candidates[j] = candidates[j], candidates[i] })
+		for _, c := range candidates {
+			sb := c
+			sb.Status = StatusAllocated
+			sb.AllocatedToTrack = trackID
+			sb.IdempotencyKey = idempotencyKey
+			sb.AllocatedAt = now
+			sb.UpdatedAt = now
+			update := expression.Set(expression.Name("status"), expression.Value(StatusAllocated)).
+				Set(expression.Name("allocated_to_track"), expression.Value(trackID)).
+				Set(expression.Name("allocated_at"), expression.Value(now)).
+				Set(expression.Name("idempotency_key"), expression.Value(idempotencyKey)).
+				Set(expression.Name("updated_at"), expression.Value(now))
+			cond := expression.AttributeExists(expression.Name("PK")).
+				And(expression.Name("status").Equal(expression.Value(StatusAvailable)))
+			err := s.transition(ctx, cmd, c.SandboxID, update, cond, sb, &sb)
+			if errors.Is(err, errConflict) {
+				continue
+			}
+			if err != nil {
+				return Sandbox{}, fmt.Errorf("allocate %s for %s: %w", c.SandboxID, trackID, err)
+			}
+			return sb, nil
+		}
+	}
+	return Sandbox{}, fmt.Errorf("allocate for %s: every candidate taken in %d rounds: %w", trackID, allocateRounds, errConflict)
+}
+
+// liveAllocation finds the track's current allocation under key (the
+// seed's IdempotencyIndex lookup).
+func (s *Store) liveAllocation(ctx context.Context, trackID, key string) (Sandbox, bool, error) {
+	kc := expression.Key("idempotency_key").Equal(expression.Value(key))
+	filter := expression.Name("status").Equal(expression.Value(StatusAllocated)).
+		And(expression.Name("allocated_to_track").Equal(expression.Value(trackID)))
+	found, err := s.query(ctx, "IdempotencyIndex", kc, &filter, 0)
+	if err != nil || len(found) == 0 {
+		return Sandbox{}, false, err
+	}
+	return found[len(found)-1], true, nil
+}
+
+// recordExisting records that cmd was answered with an allocation made
+// earlier, unless cmd already has an outcome.
+func (s *Store) recordExisting(ctx context.Context, cmd Cmd, sb Sandbox) (Sandbox, error) {
+	put, err := s.newAuditPut(cmd, sandboxEntity(sb.SandboxID), Applied, "", sb)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	// The condition check keeps the answer true at the moment it is recorded.
+	cond, err := expression.NewBuilder().WithCondition(
+		expression.Name("status").Equal(expression.Value(StatusAllocated)).
+			And(expression.Name("allocated_to_track").Equal(expression.Value(sb.AllocatedToTrack)))).Build()
+	if err != nil {
+		return Sandbox{}, err
+	}
+	check := types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+		TableName:                 aws.String(s.sandboxes),
+		Key:                       sandboxKey(sb.SandboxID),
+		ConditionExpression:       cond.Condition(),
+		ExpressionAttributeNames:  cond.Names(),
+		ExpressionAttributeValues: cond.Values(),
+	}}
+	switch err := s.transact(ctx, []types.TransactWriteItem{check, put}); {
+	case errors.Is(err, errAlreadyApplied):
+		var replayed Sandbox
+		return replayed, s.replay(ctx, cmd, &replayed)
+	case err != nil:
+		return Sandbox{}, fmt.Errorf("record existing allocation %s: %w", sb.SandboxID, err)
+	}
+	return sb, nil
+}
+
+// MarkDeletion releases a sandbox on its owner's request, within the lab
+// window: the seed's owner-and-window condition. A refusal is a *Rejection
+// with reason not_found, wrong_state, not_owner or expired.
+func (s *Store) MarkDeletion(ctx context.Context, cmd Cmd, sandboxID, trackID string) (Sandbox, error) {
+	now := cmd.At.Unix()
+	for round := 0; round < allocateRounds; round++ {
+		sb, found, err := s.GetSandbox(ctx, sandboxID)
+		if err != nil {
+			return Sandbox{}, fmt.Errorf("mark %s for deletion: %w", sandboxID, err)
+		}
+		if reason := deletionRefusal(sb, found, trackID, now); reason != "" {
+			var replayed Sandbox
+			err := s.recordRejection(ctx, cmd, sandboxEntity(sandboxID), &Rejection{Reason: reason, At: cmd.At}, &replayed)
+			return replayed, err
+		}
+		next := sb
+		next.Status = StatusPendingDeletion
+		next.DeletionRequestedAt = now
+		next.UpdatedAt = now
+		update := expression.Set(expression.Name("status"), expression.Value(StatusPendingDeletion)).
+			Set(expression.Name("deletion_requested_at"), expression.Value(now)).
+			Set(expression.Name("updated_at"), expression.Value(now))
+		cond := expression.AttributeExists(expression.Name("PK")).
+			And(expression.Name("status").Equal(expression.Value(StatusAllocated))).
+			And(expression.Name("allocated_to_track").Equal(expression.Value(trackID))).
+			And(expression.Name("allocated_at").GreaterThan(expression.Value(now - int64(sb.LabDurationHours)*3600))).
+			And(expression.Name("lab_duration_hours").Equal(expression.Value(sb.LabDurationHours)))
+		err = s.transition(ctx, cmd, sandboxID, update, cond, next, &next)
+		if errors.Is(err, errConflict) {
+			continue
+		}
+		if err != nil {
+			return Sandbox{}, fmt.Errorf("mark %s for deletion: %w", sandboxID, err)
+		}
+		return next, nil
+	}
+	return Sandbox{}, fmt.Errorf("mark %s for deletion: %w", sandboxID, errConflict)
+}
+
+func deletionRefusal(sb Sandbox, found bool, trackID string, now int64) string {
+	switch {
+	case !found:
+		return messages.ReasonNotFound
+	case sb.Status != StatusAllocated:
+		return messages.ReasonWrongState
+	case sb.AllocatedToTrack != trackID:
+		return messages.ReasonNotOwner
+	case sb.ExpiresAt() <= now:
+		return messages.ReasonExpired
+	}
+	return ""
+}
+
+// Expire moves an allocation whose lab window has closed to
+// pending_deletion. A sandbox that is not (or no longer) an overdue
+// allocation is a *Rejection: nothing to do.
+func (s *Store) Expire(ctx context.Context, cmd Cmd, sandboxID string) (Sandbox, error) {
+	now := cmd.At.Unix()
+	sb, found, err := s.GetSandbox(ctx, sandboxID)
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("expire %s: %w", sandboxID, err)
+	}
+	reason := ""
+	switch {
+	case !found:
+		reason = messages.ReasonNotFound
+	case sb.Status != StatusAllocated:
+		reason = messages.ReasonWrongState
+	case sb.ExpiresAt() > now:
+		reason = "not_due"
+	}
+	if reason != "" {
+		var replayed Sandbox
+		return replayed, s.recordRejection(ctx, cmd, sandboxEntity(sandboxID), &Rejection{Reason: reason, At: cmd.At}, &replayed)
+	}
+	next := sb
+	next.Status = StatusPendingDeletion
+	next.DeletionRequestedAt = now
+	next.UpdatedAt = now
+	update := expression.Set(expression.Name("status"), expression.Value(StatusPendingDeletion)).
+		Set(expression.Name("deletion_requested_at"), expression.Value(now)).
+		Set(expression.Name("updated_at"), expression.Value(now))
+	// The same allocation that was read: a release and re-allocation in
+	// between must not be expired.
+	cond := expression.Name("status").Equal(expression.Value(StatusAllocated)).
+		And(expression.Name("allocated_at").Equal(expression.Value(sb.AllocatedAt)))
+	if err := s.transition(ctx, cmd, sandboxID, update, cond, next, &next); err != nil {
+		return Sandbox{}, fmt.Errorf("expire %s: %w", sandboxID, err)
+	}
+	return next, nil
+}
+
+// OverdueAllocations lists allocations whose lab window has closed by now,
+// from StatusIndex: only allocations at least an hour old (the shortest lab
+// duration) are read.
+func (s *Store) OverdueAllocations(ctx context.Context, now int64) ([]Sandbox, error) {
+	upper := expression.Key("allocated_at").LessThanEqual(expression.Value(now - 3600))
+	found, err := s.queryStatus(ctx, StatusAllocated, &upper, 0)
+	if err != nil {
+		return nil, fmt.Errorf("list overdue allocations: %w", err)
+	}
+	overdue := found[:0]
+	for _, sb := range found {
+		if sb.ExpiresAt() <= now {
+			overdue = append(overdue, sb)
+		}
+	}
+	return overdue, nil
+}
+
+// PendingCleanup returns the pending_deletion sandbox for a cleanup command,
+// or the command's recorded outcome: done is true when the command was
+// already decided, and then sb and err are what it decided. A sandbox not
+// pending deletion is recorded as a *Rejection.
+func (s *Store) PendingCleanup(ctx context.Context, cmd Cmd, sandboxID string) (sb Sandbox, done bool, err error) {
+	if done, err := s.recorded(ctx, cmd, &sb); done {
+		return sb, true, err
+	}
+	sb, found, err := s.GetSandbox(ctx, sandboxID)
+	if err != nil {
+		return Sandbox{}, false, fmt.Errorf("clean up %s: %w", sandboxID, err)
+	}
+	if !found || sb.Status != StatusPendingDeletion {
+		reason := messages.ReasonNotFound
+		if found {
+			reason = messages.ReasonWrongState
+		}
+		var replayed Sandbox
+		return replayed, true, s.recordRejection(ctx, cmd, sandboxEntity(sandboxID), &Rejection{Reason: reason, At: cmd.At}, &replayed)
+	}
+	return sb, false, nil
+}
+
+// Deleted removes a sandbox the provider has deleted. The returned
+// snapshot has status StatusDeleted.
+func (s *Store) Deleted(ctx context.Context, cmd Cmd, sb Sandbox) (Sandbox, error) {
+	sb.Status = StatusDeleted
+	sb.UpdatedAt = cmd.At.Unix()
+	cond, err := expression.NewBuilder().
+		WithCondition(expression.Name("status").Equal(expression.Value(StatusPendingDeletion))).Build()
+	if err != nil {
+		return Sandbox{}, err
+	}
+	put, err := s.newAuditPut(cmd, sandboxEntity(sb.SandboxID), Applied, "", sb)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	del := types.TransactWriteItem{Delete: &types.Delete{
+		TableName:                 aws.String(s.sandboxes),
+		Key:                       sandboxKey(sb.SandboxID),
+		ConditionExpression:       cond.Condition(),
+		ExpressionAttributeNames:  cond.Names(),
+		ExpressionAttributeValues: cond.Values(),
+	}}
+	if err := s.settle(ctx, cmd, []types.TransactWriteItem{del, put}, &sb); err != nil {
+		return Sandbox{}, fmt.Errorf("delete %s: %w", sb.SandboxID, err)
+	}
+	return sb, nil
+}
+
+// DeletionFailed counts a failed provider deletion; the sandbox stays
+// pending_deletion for the next cleanup.
+func (s *Store) DeletionFailed(ctx context.Context, cmd Cmd, sb Sandbox, reason string) (Sandbox, error) {
+	now := cmd.At.Unix()
+	next := sb
+	next.DeletionRetryCount++
+	next.UpdatedAt = now
+	next.LastDeletionError = reason
+	update := expression.Set(expression.Name("deletion_retry_count"), expression.Value(next.DeletionRetryCount)).
+		Set(expression.Name("last_deletion_error"), expression.Value(reason)).
+		Set(expression.Name("updated_at"), expression.Value(now))
+	cond := expression.Name("status").Equal(expression.Value(StatusPendingDeletion)).
+		And(expression.Name("deletion_retry_count").Equal(expression.Value(sb.DeletionRetryCount)))
+	if err := s.transition(ctx, cmd, sb.SandboxID, update, cond, next, &next); err != nil {
+		return Sandbox{}, fmt.Errorf("count failed deletion of %s: %w", sb.SandboxID, err)
+	}
+	return next, nil
+}
+
+// SyncResult is what a sync changed.
+type SyncResult struct {
+	At     int64     `json:"at"`
+	Added  []Sandbox `json:"added"`
+	Staled []Sandbox `json:"staled"`
+}
+
+// maxSyncChanges keeps a sync in one transaction (100 items, one of them
+// the audit item).
+const maxSyncChanges = 99
+
+// ErrSyncTooLarge means a sync would change more sandboxes than one
+// transaction holds; the pool must be synced in smaller steps.
+var ErrSyncTooLarge = errors.New("sync changes more sandboxes than one transaction holds")
+
+// Sync reconciles the pool with the provider's inventory in one
+// transaction: sandboxes new to transit become available; available or
+// allocated sandboxes the provider no longer lists become stale.
+func (s *Store) Sync(ctx context.Context, cmd Cmd, inventory []messages.InventoryItem) (SyncResult, error) {
+	now := cmd.At.Unix()
+	known := map[string]Sandbox{}
+	for _, status := range SandboxStatuses {
+		found, err := s.queryStatus(ctx, status, nil, 0)
+		if err != nil {
+			return SyncResult{}, fmt.Errorf("sync: %w", err)
+		}
+		for _, sb := range found {
+			known[sb.ExternalID] = sb
+		}
+	}
+	listed := make(map[string]bool, len(inventory))
+	res := SyncResult{At: now}
+	var items []types.TransactWriteItem
+	for _, it := range inventory {
+		listed[it.ExternalID] = true
+		if _, ok := known[it.ExternalID]; ok {
+			continue
+		}
+		id := SandboxIDFor(it.ExternalID)
+		sb := Sandbox{PK: "SBX#" + id, SK: "META", SandboxID: id, Name: it.Name, ExternalID: it.ExternalID,
+			Status: StatusAvailable, LabDurationHours: it.LabDurationHours, CreatedAt: now, UpdatedAt: now, LastSynced: now}
+		av, err := attributevalue.MarshalMap(sb)
+		if err != nil {
+			return SyncResult{}, fmt.Errorf("sync: encode %s: %w", id, err)
+		}
+		items = append(items, types.TransactWriteItem{Put: &types.Put{
+			TableName:                aws.String(s.sandboxes),
+			Item:                     av,
+			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+			ExpressionAttributeNames: map[string]string{"#pk": "PK"},
+		}})
+		res.Added = append(res.Added, sb)
+	}
+	for _, sb := range known {
+		if listed[sb.ExternalID] || (sb.Status != StatusAvailable && sb.Status != StatusAllocated) {
+			continue
+		}
+		update := expression.Set(expression.Name("status"), expression.Value(StatusStale)).
+			Set(expression.Name("updated_at"), expression.Value(now))
+		cond := expression.Name("status").Equal(expression.Value(sb.Status))
+		item, err := s.updateItem(sb.SandboxID, update, cond)
+		if err != nil {
+			return SyncResult{}, fmt.Errorf("sync: %w", err)
+		}
+		items = append(items, item)
+		sb.Status = StatusStale
+		sb.UpdatedAt = now
+		res.Staled = append(res.Staled, sb)
+	}
+	if len(items) > maxSyncChanges {
+		return SyncResult{}, fmt.Errorf("sync would change %d sandboxes, at most %d: %w", len(items), maxSyncChanges, ErrSyncTooLarge)
+	}
+	put, err := s.newAuditPut(cmd, "POOL", Applied, "", res)
+	if err != nil {
+		return SyncResult{}, err
+	}
+	if err := s.settle(ctx, cmd, append(items, put), &res); err != nil {
+		return SyncResult{}, fmt.Errorf("sync: %w", err)
+	}
+	return res, nil
+}
+
+// GetSandbox reads one sandbox with a strongly consistent read.
+func (s *Store) GetSandbox(ctx context.Context, id string) (Sandbox, bool, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.sandboxes),
+		Key:            sandboxKey(id),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil || out.Item == nil {
+		return Sandbox{}, false, err
+	}
+	var sb Sandbox
+	if err := attributevalue.UnmarshalMap(out.Item, &sb); err != nil {
+		return Sandbox{}, false, fmt.Errorf("decode sandbox %s: %w", id, err)
+	}
+	return sb, true, nil
+}
+
+// Sandboxes lists sandboxes in a status, or in every status when status is
+// empty, from StatusIndex.
+func (s *Store) Sandboxes(ctx context.Context, status string) ([]Sandbox, error) {
+	statuses := SandboxStatuses
+	if status != "" {
+		statuses = []string{status}
+	}
+	var all []Sandbox
+	for _, st := range statuses {
+		found, err := s.queryStatus(ctx, st, nil, 0)
+		if err != nil {
+			return nil, fmt.Errorf("list %s sandboxes: %w", st, err)
+		}
+		all = append(all, found...)
+	}
+	return all, nil
+}
+
+// TrackSandboxes lists what a track holds, from TrackIndex.
+func (s *Store) TrackSandboxes(ctx context.Context, trackID string) ([]Sandbox, error) {
+	return s.query(ctx, "TrackIndex", expression.Key("allocated_to_track").Equal(expression.Value(trackID)), nil, 0)
+}
+
+// transition applies update under cond to one sandbox together with the
+// command's audit item recording result. If the command was already
+// applied, the recorded result is decoded into out instead.
+func (s *Store) transition(ctx context.Context, cmd Cmd, sandboxID string, update expression.UpdateBuilder, cond expression.ConditionBuilder, result any, out any) error {
+	item, err := s.updateItem(sandboxID, update, cond)
+	if err != nil {
+		return err
+	}
+	put, err := s.newAuditPut(cmd, sandboxEntity(sandboxID), Applied, "", result)
+	if err != nil {
+		return err
+	}
+	return s.settle(ctx, cmd, []types.TransactWriteItem{item, put}, out)
+}
+
+// settle runs a transaction ending in the audit put and, when the command
+// turns out to be applied already, replays its recorded outcome into out.
+func (s *Store) settle(ctx context.Context, cmd Cmd, items []types.TransactWriteItem, out any) error {
+	err := s.transact(ctx, items)
+	if errors.Is(err, errAlreadyApplied) {
+		return s.replay(ctx, cmd, out)
+	}
+	return err
+}
+
+func (s *Store) updateItem(sandboxID string, update expression.UpdateBuilder, cond expression.ConditionBuilder) (types.TransactWriteItem, error) {
+	expr, err := expression.NewBuilder().WithUpdate(update).WithCondition(cond).Build()
+	if err != nil {
+		return types.TransactWriteItem{}, fmt.Errorf("build update of %s: %w", sandboxID, err)
+	}
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName:                 aws.String(s.sandboxes),
+		Key:                       sandboxKey(sandboxID),
+		UpdateExpression:          expr.Update(),
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	}}, nil
+}
+
+func (s *Store) queryStatus(ctx context.Context, status string, sortKey *expression.KeyConditionBuilder, limit int32) ([]Sandbox, error) {
+	kc := expression.Key("status").Equal(expression.Value(status))
+	if sortKey != nil {
+		kc = kc.And(*sortKey)
+	}
+	return s.query(ctx, "StatusIndex", kc, nil, limit)
+}
+
+// query reads an index of SandboxPool, every page unless limit is set.
+func (s *Store) query(ctx context.Context, index string, kc expression.KeyConditionBuilder, filter *expression.ConditionBuilder, limit int32) ([]Sandbox, error) {
+	b := expression.NewBuilder().WithKeyCondition(kc)
+	if filter != nil {
+		b = b.WithFilter(*filter)
+	}
+	expr, err := b.Build()
+	if err != nil {
+		return nil, fmt.Errorf("build query on %s: %w", index, err)
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.sandboxes),
+		IndexName:                 aws.String(index),
+		KeyConditionExpression:    expr.KeyCondition(),
+		FilterExpression:          expr.Filter(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	}
+	if limit > 0 {
+		in.Limit = aws.Int32(limit)
+	}
+	var all []Sandbox
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("query %s: %w", index, err)
+		}
+		var page []Sandbox
+		if err := attributevalue.UnmarshalListOfMaps(out.Items, &page); err != nil {
+			return nil, fmt.Errorf("decode %s page: %w", index, err)
+		}
+		all = append(all, page...)
+		if limit > 0 || len(out.LastEvaluatedKey) == 0 {
+			return all, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}

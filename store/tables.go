@@ -1,0 +1,73 @@
+package store
+
+import (
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Table describes a DynamoDB table. It is the single definition read by
+// provisioning, the store and the tests.
+type Table struct {
+	// Name is the table's name before the stack prefix.
+	Name          string
+	PartitionKey  Attribute
+	SortKey       Attribute
+	GlobalIndexes []Index
+	// TTLAttribute, when set, is the epoch-seconds attribute DynamoDB
+	// expires items by.
+	TTLAttribute string
+	// Stream, when set, enables the table's stream with this view.
+	Stream types.StreamViewType
+}
+
+// Attribute is a key attribute and its scalar type.
+type Attribute struct {
+	Name string
+	Type types.ScalarAttributeType
+}
+
+// Index is a global secondary index projecting all attributes.
+type Index struct {
+	Name         string
+	PartitionKey Attribute
+	SortKey      Attribute
+}
+
+func str(name string) Attribute { return Attribute{Name: name, Type: types.ScalarAttributeTypeS} }
+func num(name string) Attribute { return Attribute{Name: name, Type: types.ScalarAttributeTypeN} }
+
+// SandboxPool is the sandbox broker's table, exactly as seeds/sandbox-broker.md.
+var SandboxPool = Table{
+	Name:         "SandboxPool",
+	PartitionKey: str("PK"),
+	SortKey:      str("SK"),
+	GlobalIndexes: []Index{
+		{Name: "StatusIndex", PartitionKey: str("status"), SortKey: num("allocated_at")},
+		{Name: "TrackIndex", PartitionKey: str("allocated_to_track"), SortKey: num("allocated_at")},
+		{Name: "IdempotencyIndex", PartitionKey: str("idempotency_key"), SortKey: num("allocated_at")},
+	},
+	Stream: types.StreamViewTypeNewAndOldImages,
+}
+
+// Audit records the outcome of every command of every domain
+// (seeds/nucleus-schedules.md §3). The item is keyed by command ID so that
+// writing it in a transition's transaction makes the transition
+// effectively-once; see DECISIONS.md.
+var Audit = Table{
+	Name:         "Audit",
+	PartitionKey: str("pk"),
+	SortKey:      str("sk"),
+	GlobalIndexes: []Index{
+		// The seed's global chronological view, bucketed by day so no
+		// single partition takes every write.
+		{Name: "GlobalIndex", PartitionKey: str("gsi1pk"), SortKey: str("gsi1sk")},
+		// The seed's "logs by entity".
+		{Name: "EntityIndex", PartitionKey: str("entity"), SortKey: str("gsi1sk")},
+	},
+	TTLAttribute: "expire_at",
+}
+
+// Tables lists every table transit provisions.
+var Tables = []Table{SandboxPool, Audit}
+
+// TableName is the full name of t in the stack named by prefix.
+func TableName(prefix string, t Table) string { return prefix + "-" + t.Name }
