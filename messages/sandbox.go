@@ -1,6 +1,11 @@
 package messages
 
-import "fmt"
+import (
+	"fmt"
+	"regexp"
+
+	"github.com/google/uuid"
+)
 
 // Sandbox is the sandbox broker's domain (seeds/sandbox-broker.md).
 const Sandbox Domain = "sandbox"
@@ -44,6 +49,35 @@ const (
 	sandboxIDSize = MaxIDLength
 )
 
+// trackIDPattern is what a track ID may look like: an identifier, never
+// anything an expression could mistake for syntax.
+var trackIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@/-]*$`)
+
+func checkTrackID(v string) error {
+	if err := required("track_id", v, maxKeyField); err != nil {
+		return err
+	}
+	if !trackIDPattern.MatchString(v) {
+		return invalid("track_id", "%q is not an identifier (letters, digits and . _ : @ / -)", v)
+	}
+	return nil
+}
+
+// checkSandboxID accepts the canonical UUID form only (seed: sandbox IDs
+// are UUIDs).
+func checkSandboxID(v string, optional bool) error {
+	if v == "" && optional {
+		return nil
+	}
+	if err := required("sandbox_id", v, sandboxIDSize); err != nil {
+		return err
+	}
+	if _, err := uuid.Parse(v); err != nil || len(v) != 36 {
+		return invalid("sandbox_id", "%q is not a UUID", v)
+	}
+	return nil
+}
+
 // SandboxAllocatePayload asks for one available sandbox for a track.
 type SandboxAllocatePayload struct {
 	TrackID string `json:"track_id"`
@@ -53,7 +87,7 @@ type SandboxAllocatePayload struct {
 }
 
 func (p *SandboxAllocatePayload) Validate() error {
-	if err := required("track_id", p.TrackID, maxKeyField); err != nil {
+	if err := checkTrackID(p.TrackID); err != nil {
 		return err
 	}
 	if p.IdempotencyKey == "" {
@@ -69,10 +103,10 @@ type SandboxMarkDeletionPayload struct {
 }
 
 func (p *SandboxMarkDeletionPayload) Validate() error {
-	if err := required("sandbox_id", p.SandboxID, sandboxIDSize); err != nil {
+	if err := checkSandboxID(p.SandboxID, false); err != nil {
 		return err
 	}
-	return required("track_id", p.TrackID, maxKeyField)
+	return checkTrackID(p.TrackID)
 }
 
 // SandboxExpirePayload moves one overdue allocation to pending_deletion.
@@ -83,7 +117,7 @@ type SandboxExpirePayload struct {
 }
 
 func (p *SandboxExpirePayload) Validate() error {
-	return checkText("sandbox_id", p.SandboxID, sandboxIDSize)
+	return checkSandboxID(p.SandboxID, true)
 }
 
 // SandboxCleanupPayload deletes one pending_deletion sandbox at the
@@ -93,7 +127,7 @@ type SandboxCleanupPayload struct {
 }
 
 func (p *SandboxCleanupPayload) Validate() error {
-	return checkText("sandbox_id", p.SandboxID, sandboxIDSize)
+	return checkSandboxID(p.SandboxID, true)
 }
 
 // SandboxSyncPayload is the provider's full inventory.

@@ -1,0 +1,277 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"transit/config"
+	"transit/internal/emulator"
+	"transit/messages"
+	"transit/provider"
+	"transit/router"
+	"transit/service"
+	"transit/store"
+)
+
+// TestMain runs every test of this package against one moto server it
+// starts itself; each test gets its own stack (prefix), so tables and
+// queues stay small and tests stay independent.
+func TestMain(m *testing.M) {
+	moto, err := emulator.StartMoto(context.Background(), os.Getenv("TRANSIT_TEST_MOTO_LOG"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration tests need moto server:", err)
+		os.Exit(1)
+	}
+	for k, v := range map[string]string{
+		"AWS_ENDPOINT_URL": moto.URL, "AWS_REGION": "us-east-1",
+		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+	} {
+		os.Setenv(k, v)
+	}
+	code := m.Run()
+	moto.Stop()
+	os.Exit(code)
+}
+
+// clock is a test clock: real time shifted by an offset the test sets.
+type clock struct{ offset atomic.Int64 }
+
+func (c *clock) Now() time.Time        { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *clock) Shift(d time.Duration) { c.offset.Store(int64(d)) }
+
+// stack is one provisioned transit stack with a tap on its event topic and
+// a provider stub behind a real HTTP server.
+type stack struct {
+	t        *testing.T
+	svc      *service.Service
+	cfg      config.Config
+	provider *provider.Stub
+	clock    *clock
+	tap      *service.Tap
+	queueURL string
+	dlqURL   string
+
+	mu     sync.Mutex
+	events []service.TapEvent
+}
+
+func testConfig(prefix, providerURL string) config.Config {
+	return config.Config{
+		Region:            "us-east-1",
+		Prefix:            prefix,
+		Concurrency:       4,
+		CommandTimeout:    4 * time.Second,
+		DrainTimeout:      10 * time.Second,
+		VisibilityTimeout: 5 * time.Second,
+		MaxReceiveCount:   5,
+		RetryMax:          3,
+		RetryInitial:      20 * time.Millisecond,
+		AuditRetention:    24 * time.Hour,
+		ProviderURL:       providerURL,
+		ProviderTimeout:   2 * time.Second,
+		LogLevel:          "warn",
+	}
+}
+
+func newStack(t *testing.T, modify ...func(*config.Config)) *stack {
+	t.Helper()
+	ctx := context.Background()
+	stub := provider.NewStub()
+	srv := httptest.NewServer(stub)
+	t.Cleanup(srv.Close)
+	cfg := testConfig("t"+uuid.NewString()[:8], srv.URL)
+	for _, m := range modify {
+		m(&cfg)
+	}
+	require.NoError(t, cfg.Validate())
+	svc, err := service.New(ctx, cfg)
+	require.NoError(t, err)
+	require.NoError(t, svc.Provision(ctx))
+	tap, err := svc.NewTap(ctx, messages.Sandbox, "")
+	require.NoError(t, err)
+	t.Cleanup(func() { tap.Close(ctx) })
+	s := &stack{t: t, svc: svc, cfg: cfg, provider: stub, clock: &clock{}, tap: tap}
+	s.queueURL = s.url(svc.Stack.CommandQueue(messages.Sandbox))
+	s.dlqURL = s.url(svc.Stack.DeadLetterQueue(messages.Sandbox))
+	return s
+}
+
+func (s *stack) url(name string) string {
+	out, err := s.svc.SQS.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	require.NoError(s.t, err)
+	return aws.ToString(out.QueueUrl)
+}
+
+// serve runs one transit consumer until the test ends or stop is called;
+// stop waits for its drain and returns Serve's error.
+func (s *stack) serve(opts service.ServeOptions) (stop func() error) {
+	if opts.Now == nil {
+		opts.Now = s.clock.Now
+	}
+	if opts.Provider == nil {
+		opts.Provider = provider.New(s.cfg.ProviderURL, s.cfg.ProviderTimeout)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.svc.Serve(ctx, opts) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(30 * time.Second):
+				err = fmt.Errorf("serve did not stop within 30s")
+			}
+		})
+		return err
+	}
+	s.t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// send sends a command the way a producer in any language would: the JSON
+// envelope as the body and its type as an attribute.
+func (s *stack) send(id string, t messages.Type, payload any) {
+	body, err := messages.NewCommand(id, t, payload, time.Now())
+	require.NoError(s.t, err)
+	s.sendRaw(string(body), map[string]string{messages.TypeAttribute: string(t)})
+}
+
+func (s *stack) sendRaw(body string, attrs map[string]string) {
+	in := &sqs.SendMessageInput{QueueUrl: aws.String(s.queueURL), MessageBody: aws.String(body), MessageAttributes: map[string]sqstypes.MessageAttributeValue{}}
+	for k, v := range attrs {
+		in.MessageAttributes[k] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	_, err := s.svc.SQS.SendMessage(context.Background(), in)
+	require.NoError(s.t, err)
+}
+
+// sync seeds the pool through the sync command and waits for its event.
+func (s *stack) sync(externalIDs ...string) []string {
+	var inv []messages.InventoryItem
+	for _, id := range externalIDs {
+		inv = append(inv, messages.InventoryItem{ExternalID: id, Name: "name-" + id, LabDurationHours: 4})
+	}
+	id := uuid.NewString()
+	s.send(id, messages.SandboxSync, messages.SandboxSyncPayload{Inventory: inv})
+	ev := s.eventFor(id, messages.SandboxSynced)
+	var p messages.SandboxSyncedPayload
+	require.NoError(s.t, json.Unmarshal(ev.Envelope.Payload, &p))
+	return p.Added
+}
+
+// collect reads the tap until cond holds for the events seen so far.
+func (s *stack) collect(timeout time.Duration, cond func([]service.TapEvent) bool) []service.TapEvent {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		s.mu.Lock()
+		seen := append([]service.TapEvent(nil), s.events...)
+		s.mu.Unlock()
+		if cond(seen) {
+			return seen
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("condition on events not met within %s; saw %d events", timeout, len(seen))
+		}
+		got, err := s.tap.Receive(context.Background(), 1)
+		require.NoError(s.t, err)
+		s.mu.Lock()
+		s.events = append(s.events, got...)
+		s.mu.Unlock()
+	}
+}
+
+// causedBy lists the events caused by command id.
+func causedBy(events []service.TapEvent, id string) []service.TapEvent {
+	var out []service.TapEvent
+	for _, e := range events {
+		if e.Envelope.CausationID == id {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// eventFor waits for the one event command id caused and checks its type.
+func (s *stack) eventFor(id string, want messages.Type) service.TapEvent {
+	s.t.Helper()
+	events := s.collect(30*time.Second, func(evs []service.TapEvent) bool { return len(causedBy(evs, id)) > 0 })
+	ev := causedBy(events, id)[0]
+	require.Equal(s.t, want, ev.Envelope.Type, "event of %s: %s", id, ev.Envelope.Payload)
+	require.Equal(s.t, string(want), ev.Attributes[messages.TypeAttribute], "type attribute")
+	require.Equal(s.t, messages.DerivedID(id, want, ""), ev.MessageID, "event ID derives from the command")
+	return ev
+}
+
+func payloadOf[T any](t *testing.T, ev service.TapEvent) T {
+	var p T
+	require.NoError(t, json.Unmarshal(ev.Envelope.Payload, &p))
+	return p
+}
+
+// sandbox reads a SandboxPool item as it is in the table.
+func (s *stack) sandbox(id string) (store.Sandbox, bool) {
+	sb, found, err := s.svc.Store.GetSandbox(context.Background(), id)
+	require.NoError(s.t, err)
+	return sb, found
+}
+
+// audit reads the recorded outcome of a command straight from the table.
+func (s *stack) audit(commandID string) map[string]any {
+	out, err := s.svc.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName:      aws.String(store.TableName(s.cfg.Prefix, store.Audit)),
+		Key:            map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "CMD#" + commandID}, "sk": &types.AttributeValueMemberS{Value: "OUTCOME"}},
+		ConsistentRead: aws.Bool(true),
+	})
+	require.NoError(s.t, err)
+	if out.Item == nil {
+		return nil
+	}
+	var item map[string]any
+	require.NoError(s.t, attributevalue.UnmarshalMap(out.Item, &item))
+	return item
+}
+
+// auditCount counts every recorded outcome in the stack.
+func (s *stack) auditCount() int {
+	out, err := s.svc.DynamoDB.Scan(context.Background(), &dynamodb.ScanInput{
+		TableName: aws.String(store.TableName(s.cfg.Prefix, store.Audit)),
+		Select:    types.SelectCount,
+	})
+	require.NoError(s.t, err)
+	return int(out.Count)
+}
+
+// deadLetters waits until the DLQ holds n messages and returns them.
+func (s *stack) deadLetters(n int) []router.DeadLetter {
+	s.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		letters, err := router.ListDeadLetters(context.Background(), s.svc.SQS, s.dlqURL, 100)
+		require.NoError(s.t, err)
+		if len(letters) >= n || time.Now().After(deadline) {
+			require.Len(s.t, letters, n)
+			return letters
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
