@@ -137,7 +137,7 @@ func Encode(cause Command, out Out) (id string, body []byte, err error) {
 		Type:          out.Type,
 		CorrelationID: cause.CorrelationID,
 		CausationID:   cause.ID,
-		OccurredAt:    out.At.UTC(),
+		OccurredAt:    out.At.UTC().Truncate(time.Second),
 		Schema:        Schema,
 		Payload:       payload,
 	})

@@ -1,0 +1,38 @@
+# Two commands do all set-up on a fresh machine: `make run` and `make test`.
+SHELL := /bin/bash
+GO    ?= go
+
+# The local emulator `make run` uses (started if nothing answers there).
+MOTO_PORT ?= 5000
+export AWS_ENDPOINT_URL      ?= http://127.0.0.1:$(MOTO_PORT)
+export AWS_REGION            ?= us-east-1
+export AWS_ACCESS_KEY_ID     ?= test
+export AWS_SECRET_ACCESS_KEY ?= test
+
+.PHONY: all build run test lint moto clean
+
+all: build
+
+build:
+	$(GO) build -o bin/transit ./cmd/transit
+
+# moto server, installed with pip only when neither form of it is present.
+moto:
+	@command -v moto_server >/dev/null 2>&1 || python3 -c 'import moto.server' >/dev/null 2>&1 \
+		|| pip install 'moto[server]'
+
+# Provision the stack on the local emulator, serve it, and run a short demo.
+run: build moto
+	@scripts/run.sh
+
+lint:
+	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
+	$(GO) vet ./...
+
+# Unit and integration tests; the integration tests start their own moto
+# server on a free port, so nothing needs to be running first.
+test: moto lint
+	$(GO) test -race -count=1 ./...
+
+clean:
+	rm -rf bin bench/out

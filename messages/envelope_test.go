@@ -1,0 +1,319 @@
+package messages_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"transit/messages"
+)
+
+// envelope builds a command body; an empty id or type is left out so tests
+// can exercise the fallbacks.
+func envelope(t *testing.T, id string, typ messages.Type, payload any) []byte {
+	t.Helper()
+	env := map[string]any{"occurred_at": "2025-01-02T03:04:05Z"}
+	if id != "" {
+		env["id"] = id
+	}
+	if typ != "" {
+		env["type"] = typ
+	}
+	if payload != nil {
+		env["payload"] = payload
+	}
+	body, err := json.Marshal(env)
+	require.NoError(t, err)
+	return body
+}
+
+// requireInvalid checks err is the DLQ-bound kind and names field, so a
+// case cannot pass by failing for an unrelated reason.
+func requireInvalid(t *testing.T, err error, field string) *messages.InvalidError {
+	t.Helper()
+	require.Error(t, err)
+	require.True(t, messages.IsInvalid(err), "want *messages.InvalidError, got %T: %v", err, err)
+	var ie *messages.InvalidError
+	require.True(t, errors.As(err, &ie))
+	if field != "" {
+		assert.Equal(t, field, ie.Field, "error: %v", err)
+	}
+	return ie
+}
+
+func TestDecode_allocate_defaults_idempotency_key_to_track(t *testing.T) {
+	body := envelope(t, "cmd-1", messages.SandboxAllocate, map[string]any{"track_id": "track-1"})
+
+	cmd, err := messages.Decode(body, "transport-id", "sandbox.allocate")
+	require.NoError(t, err)
+
+	assert.Equal(t, "cmd-1", cmd.ID, "the body's id wins over the transport's")
+	assert.Equal(t, messages.SandboxAllocate, cmd.Type)
+	assert.Equal(t, "cmd-1", cmd.CorrelationID, "a command without a correlation starts its own")
+	assert.True(t, cmd.OccurredAt.Equal(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)))
+	p, ok := cmd.Payload.(*messages.SandboxAllocatePayload)
+	require.True(t, ok, "payload is %T", cmd.Payload)
+	assert.Equal(t, messages.SandboxAllocatePayload{TrackID: "track-1", IdempotencyKey: "track-1"}, *p)
+}
+
+func TestDecode_keeps_explicit_idempotency_key_and_correlation(t *testing.T) {
+	body, err := json.Marshal(map[string]any{
+		"id":             "cmd-2",
+		"type":           "sandbox.allocate",
+		"correlation_id": "corr-9",
+		"payload":        map[string]any{"track_id": "track-1", "idempotency_key": "attempt-7"},
+	})
+	require.NoError(t, err)
+
+	cmd, err := messages.Decode(body, "", "")
+	require.NoError(t, err)
+	assert.Equal(t, "corr-9", cmd.CorrelationID)
+	assert.Equal(t, "attempt-7", cmd.Payload.(*messages.SandboxAllocatePayload).IdempotencyKey)
+}
+
+func TestDecode_uses_fallback_id_when_body_has_none(t *testing.T) {
+	body := envelope(t, "", messages.SandboxAllocate, map[string]any{"track_id": "track-1"})
+
+	cmd, err := messages.Decode(body, "sqs-message-id", "")
+	require.NoError(t, err)
+	assert.Equal(t, "sqs-message-id", cmd.ID)
+	// The correlation follows the ID it was defaulted to.
+	assert.Equal(t, "sqs-message-id", cmd.CorrelationID)
+}
+
+func TestDecode_takes_type_from_attribute_when_body_has_none(t *testing.T) {
+	body := envelope(t, "cmd-3", "", map[string]any{"track_id": "track-1"})
+
+	cmd, err := messages.Decode(body, "", string(messages.SandboxAllocate))
+	require.NoError(t, err)
+	assert.Equal(t, messages.SandboxAllocate, cmd.Type)
+}
+
+func TestDecode_rejects_invalid_envelopes(t *testing.T) {
+	allocate := map[string]any{"track_id": "track-1"}
+	tests := []struct {
+		Name        string
+		Body        []byte
+		FallbackID  string
+		AttrType    string
+		WantField   string
+		WantUnknown bool
+	}{
+		{Name: "malformed_json", Body: []byte(`{"id":"cmd-1","type":`), WantField: "body"},
+		{Name: "not_an_object", Body: []byte(`["sandbox.allocate"]`), WantField: "body"},
+		{Name: "unknown_type", Body: envelope(t, "cmd-1", "sandbox.explode", allocate), WantField: "type", WantUnknown: true},
+		{Name: "no_type_anywhere", Body: envelope(t, "cmd-1", "", allocate), WantField: "type", WantUnknown: true},
+		{Name: "event_type_sent_as_command", Body: envelope(t, "cmd-1", messages.SandboxAllocated, allocate), WantField: "type", WantUnknown: true},
+		{Name: "attribute_disagrees_with_body", Body: envelope(t, "cmd-1", messages.SandboxAllocate, allocate), AttrType: string(messages.SandboxExpire), WantField: "type"},
+		{Name: "unknown_payload_field", Body: envelope(t, "cmd-1", messages.SandboxAllocate, map[string]any{"track_id": "track-1", "priority": 1}), WantField: "payload"},
+		{Name: "payload_field_of_wrong_type", Body: envelope(t, "cmd-1", messages.SandboxAllocate, map[string]any{"track_id": 7}), WantField: "payload"},
+		{Name: "no_id_and_no_fallback", Body: envelope(t, "", messages.SandboxAllocate, allocate), WantField: "id"},
+		{Name: "id_too_long", Body: envelope(t, strings.Repeat("i", messages.MaxIDLength+1), messages.SandboxAllocate, allocate), WantField: "id"},
+		{Name: "fallback_id_too_long", Body: envelope(t, "", messages.SandboxAllocate, allocate), FallbackID: strings.Repeat("i", messages.MaxIDLength+1), WantField: "id"},
+		{Name: "control_character_in_id", Body: envelope(t, "cmd\x07-1", messages.SandboxAllocate, allocate), WantField: "id"},
+		{Name: "newline_in_id", Body: envelope(t, "cmd-1\n", messages.SandboxAllocate, allocate), WantField: "id"},
+		{Name: "delete_character_in_id", Body: envelope(t, "cmd\x7f", messages.SandboxAllocate, allocate), WantField: "id"},
+		{
+			Name:      "control_character_in_correlation_id",
+			Body:      []byte(`{"id":"cmd-1","type":"sandbox.allocate","correlation_id":"c\u0000","payload":{"track_id":"track-1"}}`),
+			WantField: "correlation_id",
+		},
+		{
+			Name:      "correlation_id_too_long",
+			Body:      []byte(`{"id":"cmd-1","type":"sandbox.allocate","correlation_id":"` + strings.Repeat("c", messages.MaxIDLength+1) + `","payload":{"track_id":"track-1"}}`),
+			WantField: "correlation_id",
+		},
+		{Name: "missing_payload_fails_validation", Body: envelope(t, "cmd-1", messages.SandboxAllocate, nil), WantField: "track_id"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.Name, func(t *testing.T) {
+			_, err := messages.Decode(tc.Body, tc.FallbackID, tc.AttrType)
+			ie := requireInvalid(t, err, tc.WantField)
+			assert.Equal(t, tc.WantUnknown, ie.Unknown, "Unknown marks only types outside the command catalogue")
+		})
+	}
+}
+
+func TestDecode_accepts_id_at_max_length(t *testing.T) {
+	// The bound is inclusive; an off-by-one would send valid commands to the DLQ.
+	id := strings.Repeat("i", messages.MaxIDLength)
+	cmd, err := messages.Decode(envelope(t, id, messages.SandboxAllocate, map[string]any{"track_id": "t"}), "", "")
+	require.NoError(t, err)
+	assert.Equal(t, id, cmd.ID)
+}
+
+func TestIsInvalid_sees_through_wrapping(t *testing.T) {
+	_, err := messages.Decode([]byte("nope"), "", "")
+	require.Error(t, err)
+	// Callers wrap decode errors with context; the DLQ decision must survive that.
+	assert.True(t, messages.IsInvalid(errors.Join(errors.New("handling"), err)))
+	assert.False(t, messages.IsInvalid(errors.New("throttled")))
+	assert.False(t, messages.IsInvalid(nil))
+}
+
+func TestDerivedID_is_a_deterministic_uuid_v5(t *testing.T) {
+	id := messages.DerivedID("cmd-1", messages.SandboxAllocated, "")
+	// A redelivered command must re-emit the same event ID.
+	assert.Equal(t, id, messages.DerivedID("cmd-1", messages.SandboxAllocated, ""))
+
+	u, err := uuid.Parse(id)
+	require.NoError(t, err)
+	assert.Equal(t, uuid.Version(5), u.Version())
+	assert.Equal(t, uuid.RFC4122, u.Variant())
+	assert.Equal(t, u.String(), id, "canonical lower-case form")
+}
+
+func TestDerivedID_differs_by_each_input(t *testing.T) {
+	base := messages.DerivedID("cmd-1", messages.SandboxExpire, "")
+	tests := []struct {
+		Name  string
+		Cause string
+		Type  messages.Type
+		Key   string
+	}{
+		{Name: "other_cause", Cause: "cmd-2", Type: messages.SandboxExpire},
+		{Name: "other_type", Cause: "cmd-1", Type: messages.SandboxExpired},
+		{Name: "with_key", Cause: "cmd-1", Type: messages.SandboxExpire, Key: "sb-1"},
+	}
+	seen := map[string]string{base: "base"}
+	for _, tc := range tests {
+		t.Run(tc.Name, func(t *testing.T) {
+			id := messages.DerivedID(tc.Cause, tc.Type, tc.Key)
+			prev, dup := seen[id]
+			assert.False(t, dup, "same ID as %s", prev)
+			seen[id] = tc.Name
+		})
+	}
+	// A sweep's fan-out relies on each key giving its own message.
+	assert.NotEqual(t,
+		messages.DerivedID("cmd-1", messages.SandboxExpire, "sb-1"),
+		messages.DerivedID("cmd-1", messages.SandboxExpire, "sb-2"))
+}
+
+func TestEncode_derives_envelope_from_cause(t *testing.T) {
+	cause := messages.Command{ID: "cmd-1", Type: messages.SandboxAllocate, CorrelationID: "corr-1"}
+	at := time.Date(2025, 6, 1, 12, 0, 0, 0, time.FixedZone("CEST", 2*3600))
+	payload := messages.SandboxAllocatedPayload{SandboxID: uuid.NewString(), ExternalID: "ext-1", TrackID: "track-1", IdempotencyKey: "track-1", AllocatedAt: 10, ExpiresAt: 20}
+
+	id, body, err := messages.Encode(cause, messages.Out{Type: messages.SandboxAllocated, Payload: payload, At: at})
+	require.NoError(t, err)
+
+	var env messages.Envelope
+	require.NoError(t, json.Unmarshal(body, &env))
+	assert.Equal(t, messages.DerivedID("cmd-1", messages.SandboxAllocated, ""), id)
+	assert.Equal(t, id, env.ID)
+	assert.Equal(t, messages.SandboxAllocated, env.Type)
+	assert.Equal(t, "cmd-1", env.CausationID)
+	assert.Equal(t, "corr-1", env.CorrelationID, "the whole chain shares the first command's correlation")
+	assert.Equal(t, messages.Schema, env.Schema)
+	assert.True(t, env.OccurredAt.Equal(at))
+	assert.Equal(t, time.UTC, env.OccurredAt.Location(), "times travel in UTC")
+
+	var got messages.SandboxAllocatedPayload
+	require.NoError(t, json.Unmarshal(env.Payload, &got))
+	assert.Equal(t, payload, got)
+}
+
+func TestEncode_key_gives_each_fan_out_message_its_own_id(t *testing.T) {
+	cause := messages.Command{ID: "sweep-1", CorrelationID: "sweep-1"}
+	id, body, err := messages.Encode(cause, messages.Out{Type: messages.SandboxExpire, Payload: messages.SandboxExpirePayload{}, Key: "sb-1"})
+	require.NoError(t, err)
+	assert.Equal(t, messages.DerivedID("sweep-1", messages.SandboxExpire, "sb-1"), id)
+	assert.NotEqual(t, messages.DerivedID("sweep-1", messages.SandboxExpire, ""), id)
+	assert.Contains(t, string(body), id)
+}
+
+func TestEncode_rejects_unencodable_payload(t *testing.T) {
+	_, _, err := messages.Encode(messages.Command{ID: "cmd-1"}, messages.Out{Type: messages.SandboxSynced, Payload: make(chan int)})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), string(messages.SandboxSynced))
+}
+
+func TestNewCommand_round_trips_through_decode(t *testing.T) {
+	now := time.Date(2025, 3, 4, 5, 6, 7, 0, time.FixedZone("EST", -5*3600))
+	sandboxID := uuid.NewString()
+	body, err := messages.NewCommand("cmd-7", messages.SandboxMarkDeletion, messages.SandboxMarkDeletionPayload{SandboxID: sandboxID, TrackID: "track-1"}, now)
+	require.NoError(t, err)
+
+	cmd, err := messages.Decode(body, "ignored", string(messages.SandboxMarkDeletion))
+	require.NoError(t, err)
+	assert.Equal(t, "cmd-7", cmd.ID)
+	assert.Equal(t, "cmd-7", cmd.CorrelationID)
+	assert.Equal(t, messages.SandboxMarkDeletion, cmd.Type)
+	assert.True(t, cmd.OccurredAt.Equal(now))
+	assert.Equal(t, &messages.SandboxMarkDeletionPayload{SandboxID: sandboxID, TrackID: "track-1"}, cmd.Payload)
+}
+
+func TestNewCommand_rejects_unknown_type(t *testing.T) {
+	_, err := messages.NewCommand("cmd-1", "sandbox.explode", struct{}{}, time.Now())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "sandbox.explode")
+}
+
+func TestCatalogue_sandbox_is_the_only_domain(t *testing.T) {
+	assert.Equal(t, []messages.Domain{messages.Sandbox}, messages.Domains())
+	for _, d := range messages.Domains() {
+		for _, typ := range messages.Types(d) {
+			got, ok := messages.DomainOf(typ)
+			require.True(t, ok, typ)
+			assert.Equal(t, messages.Sandbox, got, typ)
+			// Routing reads the domain off the name's prefix.
+			assert.True(t, strings.HasPrefix(string(typ), string(d)+"."), typ)
+		}
+	}
+}
+
+func TestCatalogue_sandbox_types_hold_commands_and_events(t *testing.T) {
+	commands := []messages.Type{
+		messages.SandboxAllocate, messages.SandboxMarkDeletion, messages.SandboxExpire,
+		messages.SandboxCleanup, messages.SandboxSync,
+	}
+	events := []messages.Type{
+		messages.SandboxAllocated, messages.SandboxAllocationRejected, messages.SandboxDeletionMarked,
+		messages.SandboxDeletionRejected, messages.SandboxExpired, messages.SandboxDeleted,
+		messages.SandboxDeletionFailed, messages.SandboxSynced,
+	}
+	types := messages.Types(messages.Sandbox)
+	assert.Len(t, types, len(commands)+len(events))
+	assert.IsIncreasing(t, types, "Types is sorted")
+	for _, c := range commands {
+		assert.Contains(t, types, c)
+		assert.True(t, messages.IsCommand(c), c)
+		assert.False(t, messages.IsEvent(c), c)
+	}
+	for _, e := range events {
+		assert.Contains(t, types, e)
+		assert.True(t, messages.IsEvent(e), e)
+		assert.False(t, messages.IsCommand(e), e)
+	}
+	assert.Empty(t, messages.Types("billing"))
+}
+
+func TestCatalogue_new_payload_matches_type(t *testing.T) {
+	p, ok := messages.NewPayload(messages.SandboxSync)
+	require.True(t, ok)
+	assert.IsType(t, &messages.SandboxSyncPayload{}, p)
+
+	p, ok = messages.NewPayload(messages.SandboxDeleted)
+	require.True(t, ok)
+	assert.IsType(t, &messages.SandboxDeletedPayload{}, p)
+
+	_, ok = messages.NewPayload("sandbox.explode")
+	assert.False(t, ok)
+	_, ok = messages.DomainOf("sandbox.explode")
+	assert.False(t, ok)
+}
+
+func TestCatalogue_resource_names(t *testing.T) {
+	// These names are provisioned resources; changing one strands messages.
+	assert.Equal(t, "sandbox-commands", messages.CommandQueue(messages.Sandbox))
+	assert.Equal(t, "sandbox-commands-dlq", messages.DeadLetterQueue(messages.Sandbox))
+	assert.Equal(t, "sandbox-commands", messages.CommandTopic(messages.Sandbox))
+	assert.Equal(t, "sandbox-events", messages.EventTopic(messages.Sandbox))
+}

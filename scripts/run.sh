@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# make run: the sandbox broker on a local emulator, with a short demo.
+# Starts moto server if nothing answers at AWS_ENDPOINT_URL, provisions the
+# stack, starts a stand-in sandbox provider and `transit serve`, sends a few
+# commands printing their events, then keeps serving until Ctrl-C.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+T=bin/transit
+mkdir -p bin
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+
+if ! curl -fsS -o /dev/null "$AWS_ENDPOINT_URL/moto-api/" 2>/dev/null && ! curl -sS -o /dev/null "$AWS_ENDPOINT_URL" 2>/dev/null; then
+  hostport=${AWS_ENDPOINT_URL#http://}
+  echo "starting moto server on $hostport (log: bin/moto.log)"
+  if command -v moto_server >/dev/null 2>&1; then
+    moto_server -H "${hostport%:*}" -p "${hostport##*:}" >bin/moto.log 2>&1 & pids+=($!)
+  else
+    python3 -m moto.server -H "${hostport%:*}" -p "${hostport##*:}" >bin/moto.log 2>&1 & pids+=($!)
+  fi
+  for _ in $(seq 100); do curl -fsS -o /dev/null "$AWS_ENDPOINT_URL/moto-api/" 2>/dev/null && break; sleep 0.2; done
+fi
+
+$T provision
+export TRANSIT_PROVIDER_URL=${TRANSIT_PROVIDER_URL:-http://127.0.0.1:8089}
+$T provider-stub --listen "${TRANSIT_PROVIDER_URL#http://}" 2>bin/provider.log & pids+=($!)
+$T serve 2>bin/serve.log & pids+=($!)
+sleep 1
+
+step() { echo; echo "== $*"; }
+field() { sed -n "s/.*\"$1\": \"\\([^\"]*\\)\".*/\\1/p" | head -1; }
+
+step "sync: the provider lists three sandboxes"
+$T send sandbox.sync --wait --json '{"inventory":[
+  {"external_id":"ext-1","name":"lab-1","lab_duration_hours":4},
+  {"external_id":"ext-2","name":"lab-2","lab_duration_hours":4},
+  {"external_id":"ext-3","name":"lab-3","lab_duration_hours":4}]}'
+step "allocate a sandbox to track-42"
+out=$($T send sandbox.allocate --track_id track-42 --wait); echo "$out"
+sandbox=$(echo "$out" | field sandbox_id)
+step "another track tries to release it"
+$T send sandbox.mark-deletion --sandbox_id "$sandbox" --track_id track-7 --wait
+step "its owner releases it"
+$T send sandbox.mark-deletion --sandbox_id "$sandbox" --track_id track-42 --wait
+step "cleanup sweep: the provider deletes it"
+$T send sandbox.cleanup --wait
+step "the pool now"
+$T query sandboxes
+echo
+echo "transit serve keeps running (log: bin/serve.log). Try:"
+echo "  bin/transit send sandbox.allocate --track_id my-track --wait"
+echo "  bin/transit query sandboxes --status allocated"
+echo "Ctrl-C stops everything."
+wait "${pids[-1]}"
