@@ -11,6 +11,10 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -230,13 +234,29 @@ func TestPoison_goes_to_the_DLQ_and_the_queue_keeps_flowing(t *testing.T) {
 	assert.Equal(t, 3, s.auditCount(), "the sync and the two valid allocations; no poison recorded")
 }
 
+// TestProvision_twice: the second run succeeds and the stack still works
+// end to end, for producers on SQS and on the command topic alike.
 func TestProvision_twice(t *testing.T) {
 	s := newStack(t) // provisions once
 	require.NoError(t, s.svc.Provision(context.Background()))
-	// The stack works after the second run: a command flows end to end.
 	s.serve(service.ServeOptions{})
-	s.sync("ext-1")
+	s.sync("ext-1", "ext-2")
 	cmd := uuid.NewString()
 	s.send(cmd, messages.SandboxAllocate, messages.SandboxAllocatePayload{TrackID: "track-1"})
 	s.eventFor(cmd, messages.SandboxAllocated)
+
+	viaSNS := uuid.NewString()
+	body, err := messages.NewCommand(viaSNS, messages.SandboxAllocate, messages.SandboxAllocatePayload{TrackID: "track-2"}, time.Now())
+	require.NoError(t, err)
+	topic, err := s.svc.TopicARN(context.Background(), s.svc.Stack.CommandTopic(messages.Sandbox))
+	require.NoError(t, err)
+	_, err = s.svc.SNS.Publish(context.Background(), &sns.PublishInput{TopicArn: aws.String(topic), Message: aws.String(string(body))})
+	require.NoError(t, err)
+	s.eventFor(viaSNS, messages.SandboxAllocated)
+
+	redrive, err := s.svc.SQS.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(s.queueURL), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameRedrivePolicy},
+	})
+	require.NoError(t, err)
+	assert.Contains(t, redrive.Attributes["RedrivePolicy"], s.svc.Stack.DeadLetterQueue(messages.Sandbox))
 }
