@@ -149,8 +149,8 @@ func Encode(cause Command, out Out) (id string, body []byte, err error) {
 
 // NewCommand builds the body of a command a producer sends.
 func NewCommand(id string, t Type, payload any, now time.Time) ([]byte, error) {
-	if _, ok := catalogue[t]; !ok {
-		return nil, fmt.Errorf("unknown type %q", t)
+	if !IsCommand(t) {
+		return nil, fmt.Errorf("%q is not a command type", t)
 	}
 	raw, err := json.Marshal(payload)
 	if err != nil {

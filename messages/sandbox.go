@@ -64,7 +64,7 @@ func checkTrackID(v string) error {
 }
 
 // checkSandboxID accepts the canonical UUID form only (seed: sandbox IDs
-// are UUIDs).
+// are UUIDs), the form keys are stored in.
 func checkSandboxID(v string, optional bool) error {
 	if v == "" && optional {
 		return nil
@@ -72,8 +72,8 @@ func checkSandboxID(v string, optional bool) error {
 	if err := required("sandbox_id", v, sandboxIDSize); err != nil {
 		return err
 	}
-	if _, err := uuid.Parse(v); err != nil || len(v) != 36 {
-		return invalid("sandbox_id", "%q is not a UUID", v)
+	if u, err := uuid.Parse(v); err != nil || u.String() != v {
+		return invalid("sandbox_id", "%q is not a UUID in canonical lower-case form", v)
 	}
 	return nil
 }

@@ -12,9 +12,15 @@ type Stub struct {
 	mu        sync.Mutex
 	sandboxes map[string]bool
 	deletes   map[string]int
-	// Fail, when set, decides per external ID whether a deletion fails
-	// with 503, to play a provider outage.
-	Fail func(externalID string) bool
+	fail      func(externalID string) bool
+}
+
+// FailWhen makes deletions for which f returns true fail with 503, to play
+// a provider outage; nil heals it. Safe while the stub serves.
+func (s *Stub) FailWhen(f func(externalID string) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fail = f
 }
 
 // NewStub returns a stub holding the given sandboxes.
@@ -48,9 +54,14 @@ func (s *Stub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
+	f := s.fail
+	s.mu.Unlock()
+	// f runs outside the lock, so it may ask the stub questions.
+	fail := f != nil && f(id)
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.deletes[id]++
-	if s.Fail != nil && s.Fail(id) {
+	if fail {
 		http.Error(w, "provider unavailable", http.StatusServiceUnavailable)
 		return
 	}

@@ -111,8 +111,8 @@ func TestSandbox_transitions(t *testing.T) {
 	t.Run("cleanup_failure_counts_a_retry", func(t *testing.T) {
 		pending := s.inTrack("track-old")
 		sb, _ := s.sandbox(pending)
-		s.provider.Fail = func(string) bool { return true }
-		defer func() { s.provider.Fail = nil }()
+		s.provider.FailWhen(func(string) bool { return true })
+		defer s.provider.FailWhen(nil)
 		cmd := uuid.NewString()
 		s.send(cmd, messages.SandboxCleanup, messages.SandboxCleanupPayload{SandboxID: pending})
 		ev := payloadOf[messages.SandboxDeletionFailedPayload](t, s.eventFor(cmd, messages.SandboxDeletionFailed))
