@@ -43,8 +43,9 @@ type Service struct {
 }
 
 // New loads the AWS configuration (the SDK's chain: environment, shared
-// files, instance role) and builds the clients.
-func New(ctx context.Context, cfg config.Config) (*Service, error) {
+// files, instance role) and builds the clients. configure, if given,
+// adjusts the AWS configuration first (the benchmark meters calls so).
+func New(ctx context.Context, cfg config.Config, configure ...func(*aws.Config)) (*Service, error) {
 	opts := []func(*awsconfig.LoadOptions) error{
 		awsconfig.WithRegion(cfg.Region),
 		// Longer than SQS's 20 s long poll.
@@ -56,6 +57,9 @@ func New(ctx context.Context, cfg config.Config) (*Service, error) {
 	}
 	if cfg.EndpointURL != "" {
 		awsCfg.BaseEndpoint = aws.String(cfg.EndpointURL)
+	}
+	for _, c := range configure {
+		c(&awsCfg)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {

@@ -1,0 +1,171 @@
+// Package metering counts what a transit process costs: AWS requests by
+// service and operation, DynamoDB capacity units, CPU time and heap
+// allocations. `transit serve --stats-out` and the benchmark's baseline
+// write the same report, so the two compare line by line.
+package metering
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
+)
+
+// Meter counts AWS requests and DynamoDB consumed capacity. Safe for
+// concurrent use.
+type Meter struct {
+	mu       sync.Mutex
+	requests map[string]int64
+	read     float64
+	write    float64
+}
+
+// New returns an empty meter.
+func New() *Meter { return &Meter{requests: map[string]int64{}} }
+
+// Attach makes every client built from cfg count through m, and asks
+// DynamoDB to return consumed capacity (with indexes) on every call.
+func (m *Meter) Attach(cfg *aws.Config) {
+	cfg.APIOptions = append(cfg.APIOptions, func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("transit.meter",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				askCapacity(in.Parameters)
+				out, md, err := next.HandleInitialize(ctx, in)
+				m.record(awsmiddleware.GetServiceID(ctx)+"."+awsmiddleware.GetOperationName(ctx), out.Result)
+				return out, md, err
+			}), middleware.After)
+	})
+}
+
+func askCapacity(params any) {
+	const all = types.ReturnConsumedCapacityIndexes
+	switch in := params.(type) {
+	case *dynamodb.GetItemInput:
+		in.ReturnConsumedCapacity = all
+	case *dynamodb.QueryInput:
+		in.ReturnConsumedCapacity = all
+	case *dynamodb.PutItemInput:
+		in.ReturnConsumedCapacity = all
+	case *dynamodb.UpdateItemInput:
+		in.ReturnConsumedCapacity = all
+	case *dynamodb.DeleteItemInput:
+		in.ReturnConsumedCapacity = all
+	case *dynamodb.TransactWriteItemsInput:
+		in.ReturnConsumedCapacity = all
+	}
+}
+
+func (m *Meter) record(op string, result any) {
+	var consumed []types.ConsumedCapacity
+	write := false
+	switch out := result.(type) {
+	case *dynamodb.GetItemOutput:
+		consumed = appendCapacity(consumed, out.ConsumedCapacity)
+	case *dynamodb.QueryOutput:
+		consumed = appendCapacity(consumed, out.ConsumedCapacity)
+	case *dynamodb.PutItemOutput:
+		consumed, write = appendCapacity(consumed, out.ConsumedCapacity), true
+	case *dynamodb.UpdateItemOutput:
+		consumed, write = appendCapacity(consumed, out.ConsumedCapacity), true
+	case *dynamodb.DeleteItemOutput:
+		consumed, write = appendCapacity(consumed, out.ConsumedCapacity), true
+	case *dynamodb.TransactWriteItemsOutput:
+		consumed, write = out.ConsumedCapacity, true
+	}
+	units := 0.0
+	for _, c := range consumed {
+		units += aws.ToFloat64(c.CapacityUnits)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.requests[op]++
+	if write {
+		m.write += units
+	} else {
+		m.read += units
+	}
+}
+
+func appendCapacity(cs []types.ConsumedCapacity, c *types.ConsumedCapacity) []types.ConsumedCapacity {
+	if c == nil {
+		return cs
+	}
+	return append(cs, *c)
+}
+
+// Report is a process's cost over a run.
+type Report struct {
+	// Requests counts AWS calls by "Service.Operation".
+	Requests map[string]int64 `json:"requests"`
+	// ReadUnits and WriteUnits are DynamoDB capacity units as DynamoDB
+	// reported them (indexes included).
+	ReadUnits  float64 `json:"read_units"`
+	WriteUnits float64 `json:"write_units"`
+	// CPU is user plus system time of the whole process.
+	CPU time.Duration `json:"cpu_ns"`
+	// Mallocs and AllocBytes are cumulative heap allocations.
+	Mallocs    uint64 `json:"mallocs"`
+	AllocBytes uint64 `json:"alloc_bytes"`
+}
+
+// Report reads the counters and the process's CPU and allocation totals.
+func (m *Meter) Report() Report {
+	m.mu.Lock()
+	r := Report{Requests: make(map[string]int64, len(m.requests)), ReadUnits: m.read, WriteUnits: m.write}
+	for k, v := range m.requests {
+		r.Requests[k] = v
+	}
+	m.mu.Unlock()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		r.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	r.Mallocs, r.AllocBytes = ms.Mallocs, ms.TotalAlloc
+	return r
+}
+
+// WriteFile writes the report as JSON.
+func (m *Meter) WriteFile(path string) error {
+	b, err := json.MarshalIndent(m.Report(), "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("write stats %s: %w", path, err)
+	}
+	return nil
+}
+
+// MarkOnSignal writes m's report to path each time the process gets
+// SIGUSR1, so a benchmark can leave start-up out of its figures. The
+// returned func stops listening.
+func MarkOnSignal(m *Meter, path string) (stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGUSR1)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-ch:
+				_ = m.WriteFile(path + ".tmp")
+				_ = os.Rename(path+".tmp", path)
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(ch); close(done) }
+}
