@@ -9,7 +9,7 @@ export AWS_REGION            ?= us-east-1
 export AWS_ACCESS_KEY_ID     ?= test
 export AWS_SECRET_ACCESS_KEY ?= test
 
-.PHONY: all build run test lint moto clean
+.PHONY: all build run test lint moto bench clean
 
 all: build
 
@@ -33,6 +33,13 @@ lint:
 # server on a free port, so nothing needs to be running first.
 test: moto lint
 	$(GO) test -race -count=1 ./...
+
+# The benchmark: micro-benchmarks of the hot path, then transit against a
+# plain SDK loop on its own emulators (DynamoDB Local + moto; BENCH_FLAGS=--moto-only
+# for moto alone). Report on stdout and in bench/out/.
+bench: build moto
+	$(GO) test -run '^$$' -bench . -benchmem ./messages ./router
+	bin/transit bench $(BENCH_FLAGS)
 
 clean:
 	rm -rf bin bench/out

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go/logging"
 
 	"transit/config"
 	"transit/handlers"
@@ -65,6 +66,13 @@ func New(ctx context.Context, cfg config.Config, configure ...func(*aws.Config))
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		return nil, fmt.Errorf("TRANSIT_LOG_LEVEL: %w", err)
 	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// The SDK's own warnings go to the debug log: DynamoDB Local answers
+	// every error (each lost condition race) with a checksum the SDK warns
+	// about, which would drown everything else.
+	awsCfg.Logger = logging.LoggerFunc(func(_ logging.Classification, format string, v ...any) {
+		logger.Debug(fmt.Sprintf(format, v...), "source", "aws-sdk")
+	})
 	ddb := dynamodb.NewFromConfig(awsCfg)
 	return &Service{
 		Config:   cfg,
@@ -74,7 +82,7 @@ func New(ctx context.Context, cfg config.Config, configure ...func(*aws.Config))
 		SNS:      sns.NewFromConfig(awsCfg),
 		Stack:    router.Stack{Prefix: cfg.Prefix},
 		Store:    store.New(ddb, cfg.Prefix, cfg.AuditRetention),
-		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		Logger:   logger,
 	}, nil
 }
 

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	wmsqs "github.com/ThreeDotsLabs/watermill-aws/sqs"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/google/uuid"
 
 	"transit/messages"
@@ -87,7 +89,8 @@ func (t *Tap) Receive(ctx context.Context, waitSeconds int32) ([]TapEvent, error
 		return nil, fmt.Errorf("receive from tap: %w", err)
 	}
 	var out []TapEvent
-	for _, m := range res.Messages {
+	var done []sqstypes.DeleteMessageBatchRequestEntry
+	for i, m := range res.Messages {
 		ev := TapEvent{Attributes: map[string]string{}}
 		for k, v := range m.MessageAttributes {
 			ev.Attributes[k] = aws.ToString(v.StringValue)
@@ -97,7 +100,10 @@ func (t *Tap) Receive(ctx context.Context, waitSeconds int32) ([]TapEvent, error
 			return nil, fmt.Errorf("decode event %s: %w", aws.ToString(m.MessageId), err)
 		}
 		out = append(out, ev)
-		if _, err := t.svc.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(t.queueURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+		done = append(done, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
+	}
+	if len(done) > 0 {
+		if _, err := t.svc.SQS.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(t.queueURL), Entries: done}); err != nil {
 			return nil, fmt.Errorf("delete from tap: %w", err)
 		}
 	}

@@ -24,6 +24,9 @@ var subcommands = map[string]subcommand{
 	"dlq":           {"dlq list|redrive [--domain D]   show or move back dead-lettered commands", runDLQ},
 	"query":         {"query sandboxes [--status S] [--track T]   list sandboxes from the indexes", runQuery},
 	"provider-stub": {"provider-stub [--listen ADDR]   a local stand-in for the sandbox provider", runProviderStub},
+	"bench":         {"bench [--moto-only] [--commands N]   measure transit against a plain SDK loop (starts its own emulators)", runBench},
+	// The benchmark's comparison loop, run by `transit bench` as a worker.
+	"bench-baseline": {"", runBenchBaseline},
 }
 
 func main() {
@@ -43,7 +46,7 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: transit SUBCOMMAND [flags]   (each subcommand takes -h)")
-	for _, name := range []string{"serve", "provision", "send", "dlq", "query", "provider-stub"} {
+	for _, name := range []string{"serve", "provision", "send", "dlq", "query", "provider-stub", "bench"} {
 		fmt.Fprintln(os.Stderr, "  "+subcommands[name].usage)
 	}
 }

@@ -169,3 +169,21 @@ func MarkOnSignal(m *Meter, path string) (stop func()) {
 	}()
 	return func() { signal.Stop(ch); close(done) }
 }
+
+// Minus is what happened between an earlier report and r.
+func (r Report) Minus(earlier Report) Report {
+	d := Report{
+		Requests:   map[string]int64{},
+		ReadUnits:  r.ReadUnits - earlier.ReadUnits,
+		WriteUnits: r.WriteUnits - earlier.WriteUnits,
+		CPU:        r.CPU - earlier.CPU,
+		Mallocs:    r.Mallocs - earlier.Mallocs,
+		AllocBytes: r.AllocBytes - earlier.AllocBytes,
+	}
+	for k, v := range r.Requests {
+		if n := v - earlier.Requests[k]; n != 0 {
+			d.Requests[k] = n
+		}
+	}
+	return d
+}

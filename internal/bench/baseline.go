@@ -1,0 +1,128 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	wmsqs "github.com/ThreeDotsLabs/watermill-aws/sqs"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"transit/handlers"
+	"transit/messages"
+	"transit/service"
+)
+
+// noProvider stands in for the sandbox provider: the pipeline sends no cleanup.
+type noProvider struct{}
+
+func (noProvider) DeleteSandbox(context.Context, string) error {
+	return errors.New("the benchmark has no sandbox provider")
+}
+
+// Baseline is the comparison loop: concurrency goroutines, each receiving
+// one command, applying it with the same handler and store transitions,
+// publishing its events and deleting it, with the SDK alone: no Watermill,
+// no router, no middleware. The difference to transit is their cost.
+func Baseline(ctx context.Context, svc *service.Service, concurrency int) error {
+	q, err := svc.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(svc.Stack.CommandQueue(messages.Sandbox))})
+	if err != nil {
+		return fmt.Errorf("baseline: %w", err)
+	}
+	topic, err := svc.TopicARN(ctx, svc.Stack.EventTopic(messages.Sandbox))
+	if err != nil {
+		return fmt.Errorf("baseline: %w", err)
+	}
+	b := baseline{svc: svc, handler: handlers.NewSandbox(svc.Store, noProvider{}, time.Now), queueURL: aws.ToString(q.QueueUrl), topicARN: topic}
+	var wg sync.WaitGroup
+	errs := make(chan error, concurrency)
+	for range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := b.loop(ctx); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+type baseline struct {
+	svc      *service.Service
+	handler  *handlers.Sandbox
+	queueURL string
+	topicARN string
+}
+
+func (b baseline) loop(ctx context.Context) error {
+	for ctx.Err() == nil {
+		res, err := b.svc.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(b.queueURL), MaxNumberOfMessages: 1, WaitTimeSeconds: 20, MessageAttributeNames: []string{"All"},
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("baseline receive: %w", err)
+		}
+		for _, m := range res.Messages {
+			// Finish a received command even when stopping, as transit does.
+			if err := b.handle(context.WithoutCancel(ctx), m); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (b baseline) handle(ctx context.Context, m sqstypes.Message) error {
+	typ := ""
+	if v, ok := m.MessageAttributes[messages.TypeAttribute]; ok {
+		typ = aws.ToString(v.StringValue)
+	}
+	cmd, err := messages.Decode([]byte(aws.ToString(m.Body)), aws.ToString(m.MessageId), typ)
+	if err != nil {
+		return fmt.Errorf("baseline decode: %w", err)
+	}
+	outs, err := b.handler.Handle(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	for _, out := range outs {
+		if err := b.publish(ctx, cmd, out); err != nil {
+			return err
+		}
+	}
+	if _, err := b.svc.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(b.queueURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+		return fmt.Errorf("baseline delete: %w", err)
+	}
+	return nil
+}
+
+func (b baseline) publish(ctx context.Context, cmd messages.Command, out messages.Out) error {
+	id, body, err := messages.Encode(cmd, out)
+	if err != nil {
+		return err
+	}
+	str := func(v string) snstypes.MessageAttributeValue {
+		return snstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	if _, err := b.svc.SNS.Publish(ctx, &sns.PublishInput{
+		TopicArn: aws.String(b.topicARN), Message: aws.String(string(body)),
+		MessageAttributes: map[string]snstypes.MessageAttributeValue{
+			messages.TypeAttribute: str(string(out.Type)), messages.CorrelationAttribute: str(cmd.CorrelationID), wmsqs.UUIDAttribute: str(id),
+		},
+	}); err != nil {
+		return fmt.Errorf("baseline publish: %w", err)
+	}
+	return nil
+}

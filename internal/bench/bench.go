@@ -1,0 +1,131 @@
+// Package bench measures transit against a plain SDK loop on the same
+// emulators, in the same run: throughput and latency, CPU and allocations
+// per command, AWS requests and capacity per command with an estimated
+// bill, and the allocation race. `transit bench` and `make bench` run it.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"transit/internal/emulator"
+)
+
+// Options set what a run measures.
+type Options struct {
+	// MotoOnly runs DynamoDB on moto too, instead of DynamoDB Local.
+	MotoOnly bool
+	// Commands per pipeline measurement (allocate + mark-deletion pairs).
+	Commands int
+	// Concurrencies to measure at.
+	Concurrencies []int
+	// Rounds of the allocation race.
+	Rounds int
+	// OutDir receives report.json, throughput.svg and the workers' stats.
+	OutDir string
+	// Executable is the transit binary the workers run.
+	Executable string
+}
+
+// Report is everything a run measured.
+type Report struct {
+	At         time.Time        `json:"at"`
+	Emulators  string           `json:"emulators"`
+	Pipeline   []PipelineResult `json:"pipeline"`
+	Floor      perCommand       `json:"floor"`
+	Contention ContentionResult `json:"contention"`
+}
+
+// Run starts its own emulators, measures, prints the report to out and
+// writes it under o.OutDir.
+func Run(ctx context.Context, o Options, out io.Writer) (Report, error) {
+	rep := Report{At: time.Now().UTC()}
+	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+		return rep, err
+	}
+	stop, desc, err := startEmulators(ctx, o)
+	if err != nil {
+		return rep, err
+	}
+	defer stop()
+	rep.Emulators = desc
+	fmt.Fprintf(out, "emulators: %s\n", desc)
+	for _, c := range o.Concurrencies {
+		for _, role := range []string{RoleBaseline, RoleTransit} {
+			fmt.Fprintf(out, "pipeline: %s at concurrency %d, %d commands...\n", role, c, o.Commands)
+			r, err := runPipeline(ctx, o, role, c)
+			if err != nil {
+				return rep, fmt.Errorf("pipeline %s c=%d: %w", role, c, err)
+			}
+			rep.Pipeline = append(rep.Pipeline, r)
+		}
+	}
+	if rep.Floor, err = measureFloor(ctx, "bf-"+time.Now().Format("150405")); err != nil {
+		return rep, fmt.Errorf("floor: %w", err)
+	}
+	fmt.Fprintf(out, "contention: %d rounds of 50 allocators for 10 sandboxes...\n", o.Rounds)
+	if rep.Contention, err = runContention(ctx, o, o.Rounds, 50, 10); err != nil {
+		return rep, fmt.Errorf("contention: %w", err)
+	}
+	rep.Write(out)
+	b, _ := json.MarshalIndent(rep, "", "  ")
+	if err := os.WriteFile(filepath.Join(o.OutDir, "report.json"), b, 0o644); err != nil {
+		return rep, err
+	}
+	if err := os.WriteFile(filepath.Join(o.OutDir, "throughput.svg"), rep.SVG(), 0o644); err != nil {
+		return rep, err
+	}
+	fmt.Fprintf(out, "\nwritten: %s, %s\n", filepath.Join(o.OutDir, "report.json"), filepath.Join(o.OutDir, "throughput.svg"))
+	return rep, nil
+}
+
+// startEmulators starts moto for SQS, SNS and STS and, unless MotoOnly,
+// DynamoDB Local for DynamoDB and its streams, and points this process and
+// its workers at them through the SDK's standard variables.
+func startEmulators(ctx context.Context, o Options) (stop func(), desc string, err error) {
+	moto, err := emulator.StartMoto(ctx, filepath.Join(o.OutDir, "moto.log"))
+	if err != nil {
+		return nil, "", err
+	}
+	stops := []func(){moto.Stop}
+	stop = func() {
+		for _, s := range stops {
+			s()
+		}
+	}
+	env := map[string]string{
+		"AWS_ENDPOINT_URL": moto.URL, "AWS_REGION": "us-east-1",
+		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+		"AWS_ENDPOINT_URL_DYNAMODB": "", "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": "",
+	}
+	desc = "moto for SQS, SNS and DynamoDB"
+	if !o.MotoOnly {
+		dir, err := emulator.InstallDynamoDBLocal(ctx, emulator.DefaultCacheDir())
+		if err != nil {
+			stop()
+			return nil, "", err
+		}
+		ddb, err := emulator.StartDynamoDBLocal(ctx, dir, filepath.Join(o.OutDir, "dynamodb-local.log"))
+		if err != nil {
+			stop()
+			return nil, "", err
+		}
+		stops = append(stops, ddb.Stop)
+		env["AWS_ENDPOINT_URL_DYNAMODB"] = ddb.URL
+		env["AWS_ENDPOINT_URL_DYNAMODB_STREAMS"] = ddb.URL
+		desc = "DynamoDB Local for DynamoDB, moto for SQS and SNS"
+	}
+	for k, v := range env {
+		if v == "" {
+			os.Unsetenv(k)
+		} else {
+			os.Setenv(k, v)
+		}
+	}
+	return stop, desc, nil
+}

@@ -1,0 +1,93 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"transit/internal/metering"
+	"transit/service"
+	"transit/store"
+)
+
+// minimumRequests is the fewest AWS requests an allocate + mark-deletion
+// pair needs, per command: receives and deletes batched by ten, one
+// publish each, and the seed's own reads and writes (allocate: the
+// IdempotencyIndex and StatusIndex queries and one write; mark-deletion:
+// one read and one write).
+var minimumRequests = map[string]float64{
+	"SQS.ReceiveMessage":          0.1,
+	"SQS.DeleteMessageBatch":      0.1,
+	"SNS.Publish":                 1,
+	"DynamoDB.Query":              1,
+	"DynamoDB.GetItem":            0.5,
+	"DynamoDB.TransactWriteItems": 1,
+}
+
+// measureFloor measures, on the bench's own DynamoDB, the capacity units of
+// the seed's access pattern with nothing added: its queries and its two
+// single-item conditional writes, without transit's outcome record. That
+// is the floor transit's figures are compared with.
+func measureFloor(ctx context.Context, prefix string) (perCommand, error) {
+	cfg, err := defaultConfig(prefix)
+	if err != nil {
+		return perCommand{}, err
+	}
+	meter := metering.New()
+	svc, err := service.New(ctx, cfg, meter.Attach)
+	if err != nil {
+		return perCommand{}, err
+	}
+	if err := svc.Provision(ctx); err != nil {
+		return perCommand{}, err
+	}
+	if err := seed(ctx, svc, prefix, 1); err != nil {
+		return perCommand{}, err
+	}
+	// The allocate's two GSI queries and the mark-deletion's read.
+	before := meter.Report()
+	table := aws.String(store.TableName(prefix, store.SandboxPool))
+	now := time.Now().Unix()
+	sbs, err := svc.Store.Sandboxes(ctx, store.StatusAvailable)
+	if err != nil || len(sbs) != 1 {
+		return perCommand{}, fmt.Errorf("floor: seed: %v", err)
+	}
+	key := map[string]types.AttributeValue{
+		"PK": &types.AttributeValueMemberS{Value: sbs[0].PK}, "SK": &types.AttributeValueMemberS{Value: "META"},
+	}
+	// A query on another sparse GSI stands in for the IdempotencyIndex read.
+	if _, err := svc.Store.TrackSandboxes(ctx, "floor"); err != nil {
+		return perCommand{}, err
+	}
+	allocate := expression.Set(expression.Name("status"), expression.Value(store.StatusAllocated)).
+		Set(expression.Name("allocated_to_track"), expression.Value("floor")).
+		Set(expression.Name("allocated_at"), expression.Value(now)).
+		Set(expression.Name("idempotency_key"), expression.Value("floor")).
+		Set(expression.Name("updated_at"), expression.Value(now))
+	release := expression.Set(expression.Name("status"), expression.Value(store.StatusPendingDeletion)).
+		Set(expression.Name("deletion_requested_at"), expression.Value(now)).
+		Set(expression.Name("updated_at"), expression.Value(now))
+	for _, u := range []expression.UpdateBuilder{allocate, release} {
+		expr, err := expression.NewBuilder().WithUpdate(u).WithCondition(expression.AttributeExists(expression.Name("PK"))).Build()
+		if err != nil {
+			return perCommand{}, err
+		}
+		if _, err := svc.DynamoDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: table, Key: key, UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
+			ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		}); err != nil {
+			return perCommand{}, fmt.Errorf("floor: %w", err)
+		}
+	}
+	if _, _, err := svc.Store.GetSandbox(ctx, sbs[0].SandboxID); err != nil {
+		return perCommand{}, err
+	}
+	// Two commands' worth: halve.
+	d := meter.Report().Minus(before)
+	return perCommand{Requests: minimumRequests, ReadUnits: d.ReadUnits / 2, WriteUnits: d.WriteUnits / 2}, nil
+}

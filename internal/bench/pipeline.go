@@ -1,0 +1,341 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/google/uuid"
+
+	"transit/config"
+	"transit/internal/metering"
+	"transit/messages"
+	"transit/service"
+	"transit/store"
+)
+
+// Roles of the process under measurement.
+const (
+	RoleTransit  = "transit"
+	RoleBaseline = "baseline"
+)
+
+// PipelineResult is one role at one concurrency.
+type PipelineResult struct {
+	Role        string          `json:"role"`
+	Concurrency int             `json:"concurrency"`
+	Commands    int             `json:"commands"`
+	Elapsed     time.Duration   `json:"elapsed_ns"`
+	PerSecond   float64         `json:"commands_per_second"`
+	P50         time.Duration   `json:"latency_p50_ns"`
+	P99         time.Duration   `json:"latency_p99_ns"`
+	Cost        metering.Report `json:"cost"`
+}
+
+// stack is one freshly provisioned stack with its pool and event reader.
+type stack struct {
+	svc      *service.Service
+	queueURL string
+	tap      *service.Tap
+
+	mu      sync.Mutex
+	waiters map[string]chan service.TapEvent
+}
+
+// newStack provisions a stack named prefix and seeds a pool of n sandboxes.
+func newStack(ctx context.Context, prefix string, pool int) (*stack, error) {
+	cfg, err := defaultConfig(prefix)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := service.New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := svc.Provision(ctx); err != nil {
+		return nil, err
+	}
+	if err := seed(ctx, svc, prefix, pool); err != nil {
+		return nil, err
+	}
+	q, err := svc.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(svc.Stack.CommandQueue(messages.Sandbox))})
+	if err != nil {
+		return nil, err
+	}
+	tap, err := svc.NewTap(ctx, messages.Sandbox, "")
+	if err != nil {
+		return nil, err
+	}
+	s := &stack{svc: svc, queueURL: aws.ToString(q.QueueUrl), tap: tap, waiters: map[string]chan service.TapEvent{}}
+	go s.dispatch(ctx)
+	return s, nil
+}
+
+// defaultConfig is the configuration transit would run with, from the
+// environment, under another prefix.
+func defaultConfig(prefix string) (config.Config, error) {
+	var cfg config.Config
+	binder := config.Bind(flag.NewFlagSet("bench", flag.ContinueOnError), &cfg)
+	if err := binder.Resolve(&cfg, os.LookupEnv); err != nil {
+		return cfg, err
+	}
+	cfg.Prefix = prefix
+	return cfg, cfg.Validate()
+}
+
+// seed adds sandboxes through the store's sync, 99 at a time (one
+// transaction each); every call lists all so far, so none goes stale.
+func seed(ctx context.Context, svc *service.Service, prefix string, n int) error {
+	var inventory []messages.InventoryItem
+	for i := 0; i < n; {
+		for j := 0; j < 99 && i < n; j, i = j+1, i+1 {
+			inventory = append(inventory, messages.InventoryItem{ExternalID: fmt.Sprintf("%s-ext-%d", prefix, i), Name: fmt.Sprintf("lab-%d", i), LabDurationHours: 4})
+		}
+		cmd := store.Cmd{ID: uuid.NewString(), Type: string(messages.SandboxSync), At: time.Now()}
+		if _, err := svc.Store.Sync(ctx, cmd, inventory); err != nil {
+			return fmt.Errorf("seed pool: %w", err)
+		}
+	}
+	return nil
+}
+
+func (s *stack) close(ctx context.Context) { s.tap.Close(ctx) }
+
+// dispatch hands each event to whoever waits for its command.
+func (s *stack) dispatch(ctx context.Context) {
+	for ctx.Err() == nil {
+		events, err := s.tap.Receive(ctx, 1)
+		if err != nil {
+			continue
+		}
+		for _, ev := range events {
+			s.mu.Lock()
+			ch := s.waiters[ev.Envelope.CausationID]
+			delete(s.waiters, ev.Envelope.CausationID)
+			s.mu.Unlock()
+			if ch != nil {
+				ch <- ev
+			}
+		}
+	}
+}
+
+// do sends one command and waits for its event.
+func (s *stack) do(ctx context.Context, t messages.Type, payload any) (service.TapEvent, error) {
+	id := uuid.NewString()
+	ch := make(chan service.TapEvent, 1)
+	s.mu.Lock()
+	s.waiters[id] = ch
+	s.mu.Unlock()
+	if err := s.send(ctx, id, t, payload); err != nil {
+		return service.TapEvent{}, err
+	}
+	select {
+	case ev := <-ch:
+		return ev, nil
+	case <-time.After(2 * time.Minute):
+		return service.TapEvent{}, fmt.Errorf("no event for %s %s within 2m", t, id)
+	case <-ctx.Done():
+		return service.TapEvent{}, ctx.Err()
+	}
+}
+
+func (s *stack) send(ctx context.Context, id string, t messages.Type, payload any) error {
+	body, err := messages.NewCommand(id, t, payload, time.Now())
+	if err != nil {
+		return err
+	}
+	_, err = s.svc.SQS.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl:    aws.String(s.queueURL),
+		MessageBody: aws.String(string(body)),
+		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
+			messages.TypeAttribute: {DataType: aws.String("String"), StringValue: aws.String(string(t))},
+		},
+	})
+	return err
+}
+
+// cycle allocates a sandbox to track and releases it: two commands.
+func (s *stack) cycle(ctx context.Context, track string, latencies chan<- time.Duration) error {
+	began := time.Now()
+	ev, err := s.do(ctx, messages.SandboxAllocate, messages.SandboxAllocatePayload{TrackID: track})
+	if err != nil {
+		return err
+	}
+	latencies <- time.Since(began)
+	if ev.Envelope.Type != messages.SandboxAllocated {
+		return fmt.Errorf("allocate for %s: got %s", track, ev.Envelope.Type)
+	}
+	var p messages.SandboxAllocatedPayload
+	if err := json.Unmarshal(ev.Envelope.Payload, &p); err != nil {
+		return err
+	}
+	began = time.Now()
+	ev, err = s.do(ctx, messages.SandboxMarkDeletion, messages.SandboxMarkDeletionPayload{SandboxID: p.SandboxID, TrackID: track})
+	if err != nil {
+		return err
+	}
+	latencies <- time.Since(began)
+	if ev.Envelope.Type != messages.SandboxDeletionMarked {
+		return fmt.Errorf("mark-deletion for %s: got %s", track, ev.Envelope.Type)
+	}
+	return nil
+}
+
+// worker is the process under measurement: `transit serve` or the baseline.
+type worker struct {
+	cmd   *exec.Cmd
+	stats string
+}
+
+func startWorker(exe, dir, role, prefix string, concurrency int) (*worker, error) {
+	sub := "serve"
+	if role == RoleBaseline {
+		sub = "bench-baseline"
+	}
+	stats := filepath.Join(dir, fmt.Sprintf("%s-c%d.stats.json", role, concurrency))
+	cmd := exec.Command(exe, sub, "--prefix", prefix, "--concurrency", strconv.Itoa(concurrency),
+		"--stats-out", stats, "--sweep-interval", "0", "--provider-url", "http://127.0.0.1:9", "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", role, err)
+	}
+	return &worker{cmd: cmd, stats: stats}, nil
+}
+
+// mark asks the worker for its figures so far and waits for them.
+func (w *worker) mark() (metering.Report, error) {
+	_ = os.Remove(w.stats + ".mark")
+	if err := w.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		return metering.Report{}, err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if r, err := readReport(w.stats + ".mark"); err == nil {
+			return r, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return metering.Report{}, errors.New("worker wrote no mark")
+}
+
+// stop drains the worker with SIGTERM and returns its final figures.
+func (w *worker) stop() (metering.Report, error) {
+	_ = w.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- w.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return metering.Report{}, fmt.Errorf("worker exited: %w", err)
+		}
+	case <-time.After(60 * time.Second):
+		_ = w.cmd.Process.Kill()
+		return metering.Report{}, errors.New("worker did not drain within 60s")
+	}
+	return readReport(w.stats)
+}
+
+func readReport(path string) (metering.Report, error) {
+	var r metering.Report
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return r, err
+	}
+	return r, json.Unmarshal(b, &r)
+}
+
+// runPipeline measures one role at one concurrency: cycles allocate +
+// mark-deletion cycles by as many closed-loop clients as the concurrency.
+func runPipeline(ctx context.Context, o Options, role string, concurrency int) (PipelineResult, error) {
+	prefix := fmt.Sprintf("b%s%d-%s", role[:1], concurrency, uuid.NewString()[:6])
+	cycles := o.Commands / 2
+	st, err := newStack(ctx, prefix, cycles+concurrency)
+	if err != nil {
+		return PipelineResult{}, err
+	}
+	defer st.close(ctx)
+	w, err := startWorker(o.Executable, o.OutDir, role, prefix, concurrency)
+	if err != nil {
+		return PipelineResult{}, err
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = w.cmd.Process.Kill()
+		}
+	}()
+	discard := make(chan time.Duration, 2*concurrency)
+	// Warm-up: one cycle per client, so connections and caches are set up
+	// before the figures start.
+	if err := clients(ctx, st, concurrency, concurrency, "warm", discard); err != nil {
+		return PipelineResult{}, err
+	}
+	start, err := w.mark()
+	if err != nil {
+		return PipelineResult{}, err
+	}
+	latencies := make(chan time.Duration, 2*cycles)
+	began := time.Now()
+	if err := clients(ctx, st, concurrency, cycles, "run", latencies); err != nil {
+		return PipelineResult{}, err
+	}
+	elapsed := time.Since(began)
+	end, err := w.stop()
+	stopped = true
+	if err != nil {
+		return PipelineResult{}, err
+	}
+	close(latencies)
+	var lat []time.Duration
+	for l := range latencies {
+		lat = append(lat, l)
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	n := 2 * cycles
+	return PipelineResult{
+		Role: role, Concurrency: concurrency, Commands: n, Elapsed: elapsed,
+		PerSecond: float64(n) / elapsed.Seconds(),
+		P50:       lat[len(lat)/2], P99: lat[(len(lat)*99)/100],
+		Cost: end.Minus(start),
+	}, nil
+}
+
+// clients runs cycles allocate/release cycles spread over n clients.
+func clients(ctx context.Context, st *stack, n, cycles int, tag string, latencies chan<- time.Duration) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	next := make(chan int, cycles)
+	for i := range cycles {
+		next <- i
+	}
+	close(next)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := st.cycle(ctx, fmt.Sprintf("%s-%d", tag, i), latencies); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}

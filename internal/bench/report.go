@@ -1,0 +1,178 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"transit/internal/metering"
+)
+
+func costPerCommand(r metering.Report, commands int) perCommand {
+	n := float64(commands)
+	p := perCommand{Requests: map[string]float64{}, ReadUnits: r.ReadUnits / n, WriteUnits: r.WriteUnits / n}
+	for op, v := range r.Requests {
+		if !strings.HasPrefix(op, "STS.") {
+			p.Requests[op] = float64(v) / n
+		}
+	}
+	return p
+}
+
+// pair finds the transit and baseline results at concurrency c.
+func (r Report) pair(c int) (transit, baseline PipelineResult) {
+	for _, p := range r.Pipeline {
+		if p.Concurrency != c {
+			continue
+		}
+		if p.Role == RoleTransit {
+			transit = p
+		} else {
+			baseline = p
+		}
+	}
+	return transit, baseline
+}
+
+func (r Report) concurrencies() []int {
+	seen := map[int]bool{}
+	var cs []int
+	for _, p := range r.Pipeline {
+		if !seen[p.Concurrency] {
+			seen[p.Concurrency] = true
+			cs = append(cs, p.Concurrency)
+		}
+	}
+	sort.Ints(cs)
+	return cs
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+// Write prints the report as tables.
+func (r Report) Write(out io.Writer) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(out, "\ntransit bench, %s, %s\n", r.At.Format(time.RFC3339), r.Emulators)
+	fmt.Fprintln(out, "\nPipeline: allocate + mark-deletion cycles, send to event on the topic, closed loop with one client per consumer slot")
+	fmt.Fprintln(w, "concurrency\ttransit cmd/s\tbaseline cmd/s\ttransit/baseline\ttransit p50/p99 ms\tbaseline p50/p99 ms\t")
+	for _, c := range r.concurrencies() {
+		t, b := r.pair(c)
+		fmt.Fprintf(w, "%d\t%.1f\t%.1f\t%s\t%s / %s\t%s / %s\t\n", c, t.PerSecond, b.PerSecond, ratio(t.PerSecond, b.PerSecond), ms(t.P50), ms(t.P99), ms(b.P50), ms(b.P99))
+	}
+	w.Flush()
+
+	fmt.Fprintln(out, "\nCost of the process itself, per command (CPU user+system, heap allocations)")
+	fmt.Fprintln(w, "concurrency\ttransit CPU µs\tbaseline CPU µs\tratio\ttransit allocs\tbaseline allocs\tratio\ttransit KiB\tbaseline KiB\t")
+	for _, c := range r.concurrencies() {
+		t, b := r.pair(c)
+		tc, bc := perCmd(float64(t.Cost.CPU.Microseconds()), t.Commands), perCmd(float64(b.Cost.CPU.Microseconds()), b.Commands)
+		ta, ba := perCmd(float64(t.Cost.Mallocs), t.Commands), perCmd(float64(b.Cost.Mallocs), b.Commands)
+		tk, bk := perCmd(float64(t.Cost.AllocBytes)/1024, t.Commands), perCmd(float64(b.Cost.AllocBytes)/1024, b.Commands)
+		fmt.Fprintf(w, "%d\t%.0f\t%.0f\t%s\t%.0f\t%.0f\t%s\t%.1f\t%.1f\t\n", c, tc, bc, ratio(tc, bc), ta, ba, ratio(ta, ba), tk, bk)
+	}
+	w.Flush()
+
+	cs := r.concurrencies()
+	if len(cs) > 0 {
+		c := cs[len(cs)-1]
+		t, b := r.pair(c)
+		tp, bp := costPerCommand(t.Cost, t.Commands), costPerCommand(b.Cost, b.Commands)
+		fmt.Fprintf(out, "\nCost on AWS per command at concurrency %d (minimum: the seed's access pattern alone, batched SQS)\n", c)
+		fmt.Fprintln(w, "request\ttransit\tbaseline\tminimum\t")
+		ops := map[string]bool{}
+		for _, p := range []perCommand{tp, bp, r.Floor} {
+			for op := range p.Requests {
+				ops[op] = true
+			}
+		}
+		var names []string
+		for op := range ops {
+			names = append(names, op)
+		}
+		sort.Strings(names)
+		for _, op := range names {
+			fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.2f\t\n", op, tp.Requests[op], bp.Requests[op], r.Floor.Requests[op])
+		}
+		for _, svc := range []string{"SQS", "SNS", "DynamoDB"} {
+			fmt.Fprintf(w, "all %s\t%.2f\t%.2f\t%.2f\t\n", svc, tp.byService()[svc], bp.byService()[svc], r.Floor.byService()[svc])
+		}
+		fmt.Fprintf(w, "DynamoDB read units\t%.2f\t%.2f\t%.2f\t\n", tp.ReadUnits, bp.ReadUnits, r.Floor.ReadUnits)
+		fmt.Fprintf(w, "DynamoDB write units\t%.2f\t%.2f\t%.2f\t\n", tp.WriteUnits, bp.WriteUnits, r.Floor.WriteUnits)
+		fmt.Fprintf(w, "USD per million commands\t%.2f\t%.2f\t%.2f\t\n", tp.billPerMillion(), bp.billPerMillion(), r.Floor.billPerMillion())
+		w.Flush()
+		fmt.Fprintf(out, "(on-demand list prices: SQS $%.2f/M requests, SNS $%.2f/M publishes, DynamoDB $%.3f/M write units, $%.3f/M read units)\n",
+			sqsPerMillionRequests, snsPerMillionPublishes, dynamoPerMillionWriteUnits, dynamoPerMillionReadUnits)
+	}
+
+	ct := r.Contention
+	fmt.Fprintf(out, "\nContention: %d allocators for %d sandboxes, %d rounds: %d correct, median round %s\n",
+		ct.Allocators, ct.Sandboxes, ct.Rounds, ct.Correct, ct.Median.Round(time.Millisecond))
+	for _, p := range ct.Problems {
+		fmt.Fprintln(out, "  problem:", p)
+	}
+}
+
+func perCmd(v float64, commands int) float64 {
+	if commands == 0 {
+		return 0
+	}
+	return v / float64(commands)
+}
+
+// SVG draws commands per second against concurrency for both roles.
+func (r Report) SVG() []byte {
+	const w, h, pad = 640.0, 400.0, 60.0
+	cs := r.concurrencies()
+	top := 1.0
+	for _, p := range r.Pipeline {
+		top = math.Max(top, p.PerSecond)
+	}
+	top *= 1.15
+	x := func(i int) float64 {
+		if len(cs) == 1 {
+			return w / 2
+		}
+		return pad + float64(i)*(w-2*pad)/float64(len(cs)-1)
+	}
+	y := func(v float64) float64 { return h - pad - v/top*(h-2*pad) }
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", w, h)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%.0f" y="24" text-anchor="middle" font-size="15">commands/s against consumer concurrency (%s)</text>`+"\n", w/2, r.Emulators)
+	fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/><line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/>`+"\n",
+		pad, h-pad, w-pad, h-pad, pad, pad, pad, h-pad)
+	for i := 0; i <= 4; i++ {
+		v := top * float64(i) / 4
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end">%.0f</text><line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#ddd"/>`+"\n", pad-6, y(v)+4, v, pad, y(v), w-pad, y(v))
+	}
+	for i, c := range cs {
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">%d</text>`+"\n", x(i), h-pad+18, c)
+	}
+	for _, s := range []struct{ role, color string }{{RoleTransit, "#d62728"}, {RoleBaseline, "#1f77b4"}} {
+		var pts []string
+		for i, c := range cs {
+			t, bl := r.pair(c)
+			p := t
+			if s.role == RoleBaseline {
+				p = bl
+			}
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(i), y(p.PerSecond)))
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"/>`+"\n", x(i), y(p.PerSecond), s.color)
+		}
+		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), s.color)
+	}
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="#d62728">transit</text><text x="%.0f" y="%.0f" fill="#1f77b4">baseline (SDK loop)</text>`+"\n", w-pad-140, pad+10, w-pad-140, pad+26)
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">consumer concurrency</text></svg>`+"\n", w/2, h-16)
+	return b.Bytes()
+}
