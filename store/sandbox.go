@@ -164,11 +164,7 @@ func (s *Store) recordExisting(ctx context.Context, cmd Cmd, sb Sandbox) (Sandbo
 		ExpressionAttributeNames:  cond.Names(),
 		ExpressionAttributeValues: cond.Values(),
 	}}
-	switch err := s.transact(ctx, []types.TransactWriteItem{check, put}); {
-	case errors.Is(err, errAlreadyApplied):
-		var replayed Sandbox
-		return replayed, s.replay(ctx, cmd, &replayed)
-	case err != nil:
+	if err := s.settle(ctx, cmd, []types.TransactWriteItem{check, put}, &sb); err != nil {
 		return Sandbox{}, fmt.Errorf("record existing allocation %s: %w", sb.SandboxID, err)
 	}
 	return sb, nil
