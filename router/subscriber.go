@@ -92,6 +92,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	}
 	url := aws.ToString(got.QueueUrl)
 	out := make(chan *message.Message)
+	d := newDeleter(s, url)
 	receiveCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	go func() {
 		select {
@@ -109,18 +110,20 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		go func() {
 			defer wg.Done()
 			defer s.loops.Done()
-			s.receive(receiveCtx, url, out)
+			s.receive(receiveCtx, d, out)
 		}()
 	}
 	go func() {
 		wg.Wait()
 		s.inFlight.Wait()
+		close(d.pending)
 		close(out)
 	}()
 	return out, nil
 }
 
-func (s *Subscriber) receive(ctx context.Context, url string, out chan<- *message.Message) {
+func (s *Subscriber) receive(ctx context.Context, d *deleter, out chan<- *message.Message) {
+	url := d.url
 	logFields := watermill.LogFields{"queue": url}
 	for ctx.Err() == nil {
 		n := s.acquire(ctx, 10)
@@ -163,7 +166,7 @@ func (s *Subscriber) receive(ctx context.Context, url string, out chan<- *messag
 			s.inFlight.Add(1)
 			msg := toMessage(m)
 			out <- msg
-			go s.settle(url, m, msg)
+			go s.settle(d, m, msg)
 		}
 	}
 }
@@ -193,24 +196,98 @@ func (s *Subscriber) release(n int) {
 	}
 }
 
-// settle waits for the router's verdict: an ack deletes the message, a
-// nack makes it visible again after a backoff that grows with each receive.
-func (s *Subscriber) settle(url string, m types.Message, msg *message.Message) {
+// settle waits for the router's verdict: an ack deletes the message (in a
+// batch with others), a nack makes it visible again after a backoff that
+// grows with each receive.
+func (s *Subscriber) settle(d *deleter, m types.Message, msg *message.Message) {
 	defer s.inFlight.Done()
 	defer s.release(1)
 	select {
 	case <-msg.Acked():
-		// A detached context: a delete cut short by shutdown would turn an
-		// applied command into a redelivery.
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := s.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
-			s.logger.Error("Cannot delete acked message; it will be redelivered and replayed", err, watermill.LogFields{"message_uuid": msg.UUID})
-		}
+		d.delete(m, msg.UUID)
 	case <-msg.Nacked():
-		s.setVisibility(url, m, s.nackDelay(m))
+		s.setVisibility(d.url, m, s.nackDelay(m))
 	}
 }
+
+// deleter batches the deletes of acked messages of one queue: up to ten
+// per DeleteMessageBatch. It sends at once when every message in flight
+// has been acked, so a lone command is never held back; otherwise it waits
+// up to deleteLinger for more.
+type deleter struct {
+	sub     *Subscriber
+	url     string
+	pending chan pendingDelete
+}
+
+type pendingDelete struct {
+	m    types.Message
+	uuid string
+	done chan struct{}
+}
+
+const deleteLinger = 5 * time.Millisecond
+
+func newDeleter(s *Subscriber, url string) *deleter {
+	d := &deleter{sub: s, url: url, pending: make(chan pendingDelete, 10)}
+	go d.run()
+	return d
+}
+
+// delete returns once the message is deleted (or the delete failed and
+// was logged), so a drain waits for it.
+func (d *deleter) delete(m types.Message, uuid string) {
+	p := pendingDelete{m: m, uuid: uuid, done: make(chan struct{})}
+	d.pending <- p
+	<-p.done
+}
+
+func (d *deleter) run() {
+	for first := range d.pending {
+		batch := []pendingDelete{first}
+		linger := time.NewTimer(deleteLinger)
+	collect:
+		for len(batch) < 10 && len(batch) < d.sub.busy() {
+			select {
+			case p := <-d.pending:
+				batch = append(batch, p)
+			case <-linger.C:
+				break collect
+			}
+		}
+		linger.Stop()
+		d.flush(batch)
+	}
+}
+
+func (d *deleter) flush(batch []pendingDelete) {
+	defer func() {
+		for _, p := range batch {
+			close(p.done)
+		}
+	}()
+	entries := make([]types.DeleteMessageBatchRequestEntry, len(batch))
+	for i, p := range batch {
+		entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: p.m.ReceiptHandle}
+	}
+	// A detached context: a delete cut short by shutdown would turn an
+	// applied command into a redelivery.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := d.sub.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(d.url), Entries: entries})
+	if err != nil {
+		d.sub.logger.Error("Cannot delete acked messages; they will be redelivered and replayed", err, watermill.LogFields{"count": len(batch)})
+		return
+	}
+	for _, f := range out.Failed {
+		i, _ := strconv.Atoi(aws.ToString(f.Id))
+		d.sub.logger.Error("Cannot delete acked message; it will be redelivered and replayed",
+			errors.New(aws.ToString(f.Message)), watermill.LogFields{"message_uuid": batch[i].uuid, "code": aws.ToString(f.Code)})
+	}
+}
+
+// busy is how many messages are handed out and not yet settled.
+func (s *Subscriber) busy() int { return len(s.slots) }
 
 func (s *Subscriber) nackDelay(m types.Message) time.Duration {
 	count, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
