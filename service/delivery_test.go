@@ -21,6 +21,7 @@ import (
 
 	"transit/config"
 	"transit/messages"
+	"transit/router"
 	"transit/service"
 	"transit/store"
 )
@@ -259,4 +260,32 @@ func TestProvision_twice(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Contains(t, redrive.Attributes["RedrivePolicy"], s.svc.Stack.DeadLetterQueue(messages.Sandbox))
+}
+
+// TestDLQ_redrive: a command dead-lettered after its retries ran out (as
+// SQS's redrive policy does) is handled once it is moved back, and the DLQ
+// is left empty.
+func TestDLQ_redrive(t *testing.T) {
+	s := newStack(t)
+	s.serve(service.ServeOptions{})
+	s.sync("ext-1")
+	cmd := uuid.NewString()
+	body, err := messages.NewCommand(cmd, messages.SandboxAllocate, messages.SandboxAllocatePayload{TrackID: "track-1"}, time.Now())
+	require.NoError(t, err)
+	_, err = s.svc.SQS.SendMessage(context.Background(), &sqs.SendMessageInput{
+		QueueUrl: aws.String(s.dlqURL), MessageBody: aws.String(string(body)),
+		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
+			messages.TypeAttribute: {DataType: aws.String("String"), StringValue: aws.String(string(messages.SandboxAllocate))},
+			"reason_poisoned":      {DataType: aws.String("String"), StringValue: aws.String("table missing")},
+		},
+	})
+	require.NoError(t, err)
+	letters := s.deadLetters(1)
+	assert.Equal(t, "table missing", letters[0].Reason)
+
+	moved, err := router.Redrive(context.Background(), s.svc.SQS, s.dlqURL, s.queueURL, 10)
+	require.NoError(t, err)
+	assert.Equal(t, 1, moved)
+	s.eventFor(cmd, messages.SandboxAllocated)
+	s.deadLetters(0)
 }
