@@ -149,7 +149,8 @@ func (r Report) SVG() []byte {
 	y := func(v float64) float64 { return h - pad - v/top*(h-2*pad) }
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", w, h)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%.0f" y="24" text-anchor="middle" font-size="15">commands/s against consumer concurrency (%s)</text>`+"\n", w/2, r.Emulators)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%.0f" y="22" text-anchor="middle" font-size="15">commands/s against consumer concurrency</text>`+"\n", w/2)
+	fmt.Fprintf(&b, `<text x="%.0f" y="40" text-anchor="middle" fill="#555">%s</text>`+"\n", w/2, r.Emulators)
 	fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/><line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/>`+"\n",
 		pad, h-pad, w-pad, h-pad, pad, pad, pad, h-pad)
 	for i := 0; i <= 4; i++ {
@@ -172,7 +173,7 @@ func (r Report) SVG() []byte {
 		}
 		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), s.color)
 	}
-	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="#d62728">transit</text><text x="%.0f" y="%.0f" fill="#1f77b4">baseline (SDK loop)</text>`+"\n", w-pad-140, pad+10, w-pad-140, pad+26)
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="#d62728">transit</text><text x="%.0f" y="%.0f" fill="#1f77b4">baseline (SDK loop)</text>`+"\n", pad+12, pad+10, pad+12, pad+26)
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">consumer concurrency</text></svg>`+"\n", w/2, h-16)
 	return b.Bytes()
 }
