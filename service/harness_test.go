@@ -29,24 +29,56 @@ import (
 	"transit/store"
 )
 
-// TestMain runs every test of this package against one moto server it
-// starts itself; each test gets its own stack (prefix), so tables and
-// queues stay small and tests stay independent.
+// TestMain runs every test of this package against emulators it starts
+// itself: moto server for SQS, SNS and STS, and for DynamoDB either
+// DynamoDB Local (the default) or moto (TRANSIT_TEST_DYNAMODB=moto). moto's
+// TransactWriteItems is not atomic under concurrent requests: a cancelled
+// transaction restores the tables it copied at its start and so can undo a
+// concurrent one that committed (see DECISIONS.md), which the concurrency
+// tests catch as a sandbox allocated twice. Each test gets its own stack
+// (prefix), so tables and queues stay small and tests stay independent.
 func TestMain(m *testing.M) {
-	moto, err := emulator.StartMoto(context.Background(), os.Getenv("TRANSIT_TEST_MOTO_LOG"))
+	ctx := context.Background()
+	moto, err := emulator.StartMoto(ctx, os.Getenv("TRANSIT_TEST_MOTO_LOG"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration tests need moto server:", err)
 		os.Exit(1)
 	}
-	for k, v := range map[string]string{
+	env := map[string]string{
 		"AWS_ENDPOINT_URL": moto.URL, "AWS_REGION": "us-east-1",
 		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-	} {
+	}
+	stop := moto.Stop
+	switch os.Getenv("TRANSIT_TEST_DYNAMODB") {
+	case "moto":
+	case "", "local":
+		ddb, err := startDynamoDBLocal(ctx)
+		if err != nil {
+			moto.Stop()
+			fmt.Fprintln(os.Stderr, "integration tests need DynamoDB Local:", err)
+			os.Exit(1)
+		}
+		env["AWS_ENDPOINT_URL_DYNAMODB"] = ddb.URL
+		env["AWS_ENDPOINT_URL_DYNAMODB_STREAMS"] = ddb.URL
+		stop = func() { ddb.Stop(); moto.Stop() }
+	default:
+		fmt.Fprintln(os.Stderr, "TRANSIT_TEST_DYNAMODB: want local or moto")
+		os.Exit(2)
+	}
+	for k, v := range env {
 		os.Setenv(k, v)
 	}
 	code := m.Run()
-	moto.Stop()
+	stop()
 	os.Exit(code)
+}
+
+func startDynamoDBLocal(ctx context.Context) (*emulator.DynamoDBLocal, error) {
+	dir, err := emulator.InstallDynamoDBLocal(ctx, emulator.DefaultCacheDir())
+	if err != nil {
+		return nil, err
+	}
+	return emulator.StartDynamoDBLocal(ctx, dir, os.Getenv("TRANSIT_TEST_DYNAMODB_LOG"))
 }
 
 // clock is a test clock: real time shifted by an offset the test sets.

@@ -22,9 +22,9 @@ import (
 // runs the same engine; npm is just the one registry CI can reach.
 const dynamoDBLocalPackage = "amplify-dynamodb-simulator@2.9.30"
 
-// dynamoDBLocalSubdir is where the package keeps DynamoDBLocal.jar and
-// DynamoDBLocal_lib/, relative to the npm prefix.
-var dynamoDBLocalSubdir = filepath.Join("node_modules", "amplify-dynamodb-simulator", "emulator")
+// dynamoDBLocalSubdir is where, under the cache dir, the package's
+// emulator/ folder (DynamoDBLocal.jar and DynamoDBLocal_lib/) is kept.
+const dynamoDBLocalSubdir = "dynamodb-local-2.9.30"
 
 // DefaultCacheDir is where InstallDynamoDBLocal keeps its download between
 // runs: $TRANSIT_CACHE_DIR if set, else <user cache dir>/transit, else
@@ -73,44 +73,38 @@ func InstallDynamoDBLocal(ctx context.Context, cacheDir string) (dir string, err
 		return dir, nil
 	}
 
-	tmp, err := os.MkdirTemp(cacheDir, "npm-install-")
+	tmp, err := os.MkdirTemp(cacheDir, "npm-pack-")
 	if err != nil {
 		return "", fmt.Errorf("install DynamoDB Local: %w", err)
 	}
 	defer os.RemoveAll(tmp)
+	// npm pack fetches the package's own tarball only: the jar without the
+	// 280 MB of JavaScript dependencies an install would bring.
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, npm, "install", "--no-save", "--no-audit", "--no-fund",
-		"--prefix", tmp, dynamoDBLocalPackage)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("install DynamoDB Local: npm install %s: %w\n%s",
-			dynamoDBLocalPackage, err, lastLines(out.String(), 20))
+	pack := exec.CommandContext(ctx, npm, "pack", "--silent", "--pack-destination", tmp, dynamoDBLocalPackage)
+	pack.Stdout, pack.Stderr = &out, &out
+	if err := pack.Run(); err != nil {
+		return "", fmt.Errorf("install DynamoDB Local: npm pack %s: %w\n%s", dynamoDBLocalPackage, err, lastLines(out.String(), 20))
 	}
-	if _, err := os.Stat(filepath.Join(tmp, dynamoDBLocalSubdir, "DynamoDBLocal.jar")); err != nil {
-		return "", fmt.Errorf("install DynamoDB Local: %s installed without emulator/DynamoDBLocal.jar: %w",
-			dynamoDBLocalPackage, err)
+	tarballs, _ := filepath.Glob(filepath.Join(tmp, "*.tgz"))
+	if len(tarballs) != 1 {
+		return "", fmt.Errorf("install DynamoDB Local: npm pack %s left %d tarballs", dynamoDBLocalPackage, len(tarballs))
 	}
-
-	// Move the finished install into place. When cacheDir has no
-	// node_modules yet (a fresh machine) the whole tree moves, so the
-	// package keeps its JavaScript dependencies; otherwise only the package
-	// folder moves, which is all DynamoDB Local needs (the jar and its
-	// native libraries do not depend on anything in node_modules).
-	nodeModules := filepath.Join(cacheDir, "node_modules")
-	if _, err := os.Stat(nodeModules); errors.Is(err, os.ErrNotExist) {
-		if err := os.Rename(filepath.Join(tmp, "node_modules"), nodeModules); err != nil {
-			return "", fmt.Errorf("install DynamoDB Local: move into %s: %w", nodeModules, err)
-		}
-		return dir, nil
+	out.Reset()
+	untar := exec.CommandContext(ctx, "tar", "-xzf", tarballs[0], "-C", tmp, "package/emulator")
+	untar.Stdout, untar.Stderr = &out, &out
+	if err := untar.Run(); err != nil {
+		return "", fmt.Errorf("install DynamoDB Local: unpack %s: %w\n%s", tarballs[0], err, lastLines(out.String(), 20))
 	}
-	pkg := filepath.Join(nodeModules, "amplify-dynamodb-simulator")
-	// A package folder without the jar is left over from something other
-	// than this function (an install by hand, an older layout); replace it.
-	if err := os.RemoveAll(pkg); err != nil {
-		return "", fmt.Errorf("install DynamoDB Local: remove incomplete %s: %w", pkg, err)
+	if _, err := os.Stat(filepath.Join(tmp, "package", "emulator", "DynamoDBLocal.jar")); err != nil {
+		return "", fmt.Errorf("install DynamoDB Local: %s has no emulator/DynamoDBLocal.jar: %w", dynamoDBLocalPackage, err)
 	}
-	if err := os.Rename(filepath.Join(tmp, "node_modules", "amplify-dynamodb-simulator"), pkg); err != nil {
-		return "", fmt.Errorf("install DynamoDB Local: move into %s: %w", pkg, err)
+	// A folder without the jar is left over from something else; replace it.
+	if err := os.RemoveAll(dir); err != nil {
+		return "", fmt.Errorf("install DynamoDB Local: remove incomplete %s: %w", dir, err)
+	}
+	if err := os.Rename(filepath.Join(tmp, "package", "emulator"), dir); err != nil {
+		return "", fmt.Errorf("install DynamoDB Local: move into %s: %w", dir, err)
 	}
 	return dir, nil
 }
