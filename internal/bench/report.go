@@ -72,6 +72,11 @@ func (r Report) Write(out io.Writer) {
 		fmt.Fprintf(w, "%d\t%.1f\t%.1f\t%s\t%s / %s\t%s / %s\t\n", c, t.PerSecond, b.PerSecond, ratio(t.PerSecond, b.PerSecond), ms(t.P50), ms(t.P99), ms(b.P50), ms(b.P99))
 	}
 	w.Flush()
+	for _, p := range r.Pipeline {
+		if p.Anomalies > 0 {
+			fmt.Fprintf(out, "  %s at concurrency %d: %d outcomes contradicted an earlier event (lost writes in the emulator)\n", p.Role, p.Concurrency, p.Anomalies)
+		}
+	}
 
 	fmt.Fprintln(out, "\nCost of the process itself, per command (CPU user+system, heap allocations)")
 	fmt.Fprintln(w, "concurrency\ttransit CPU µs\tbaseline CPU µs\tratio\ttransit allocs\tbaseline allocs\tratio\ttransit KiB\tbaseline KiB\t")
