@@ -12,32 +12,30 @@ type Type string
 // Domain groups the types that share a command queue and an event topic.
 type Domain string
 
-type kind int
-
-const (
-	kindCommand kind = iota
-	kindEvent
-)
-
 type spec struct {
 	domain Domain
-	kind   kind
 	new    func() any
 }
 
-var catalogue = map[Type]spec{}
+// A command may share its name with the event that reports it
+// (layer.published): the two live on different channels, so each kind has
+// its own catalogue.
+var (
+	commands = map[Type]spec{}
+	events   = map[Type]spec{}
+)
 
 func command[T any](domain Domain, t Type) Type {
-	register(t, spec{domain: domain, kind: kindCommand, new: func() any { return new(T) }})
+	register(commands, t, spec{domain: domain, new: func() any { return new(T) }})
 	return t
 }
 
 func event[T any](domain Domain, t Type) Type {
-	register(t, spec{domain: domain, kind: kindEvent, new: func() any { return new(T) }})
+	register(events, t, spec{domain: domain, new: func() any { return new(T) }})
 	return t
 }
 
-func register(t Type, s spec) {
+func register(catalogue map[Type]spec, t Type, s spec) {
 	if _, dup := catalogue[t]; dup {
 		panic(fmt.Sprintf("messages: type %q registered twice", t))
 	}
@@ -46,33 +44,41 @@ func register(t Type, s spec) {
 
 // DomainOf returns the domain of a registered type.
 func DomainOf(t Type) (Domain, bool) {
-	s, ok := catalogue[t]
+	if s, ok := commands[t]; ok {
+		return s.domain, true
+	}
+	s, ok := events[t]
 	return s.domain, ok
 }
 
 // IsCommand reports whether t is a registered command type.
 func IsCommand(t Type) bool {
-	s, ok := catalogue[t]
-	return ok && s.kind == kindCommand
+	_, ok := commands[t]
+	return ok
 }
 
 // IsEvent reports whether t is a registered event type.
 func IsEvent(t Type) bool {
-	s, ok := catalogue[t]
-	return ok && s.kind == kindEvent
+	_, ok := events[t]
+	return ok
 }
 
-// NewPayload returns a pointer to a zero payload of type t.
-func NewPayload(t Type) (any, bool) {
-	s, ok := catalogue[t]
+// NewCommandPayload returns a pointer to a zero payload of command t.
+func NewCommandPayload(t Type) (any, bool) {
+	s, ok := commands[t]
 	if !ok {
 		return nil, false
 	}
 	return s.new(), true
 }
 
-// Types lists the registered types of a domain, sorted.
-func Types(d Domain) []Type {
+// Commands lists the command types of a domain, sorted.
+func Commands(d Domain) []Type { return typesOf(commands, d) }
+
+// Events lists the event types of a domain, sorted.
+func Events(d Domain) []Type { return typesOf(events, d) }
+
+func typesOf(catalogue map[Type]spec, d Domain) []Type {
 	var ts []Type
 	for t, s := range catalogue {
 		if s.domain == d {
@@ -87,10 +93,12 @@ func Types(d Domain) []Type {
 func Domains() []Domain {
 	seen := map[Domain]bool{}
 	var ds []Domain
-	for _, s := range catalogue {
-		if !seen[s.domain] {
-			seen[s.domain] = true
-			ds = append(ds, s.domain)
+	for _, catalogue := range []map[Type]spec{commands, events} {
+		for _, s := range catalogue {
+			if !seen[s.domain] {
+				seen[s.domain] = true
+				ds = append(ds, s.domain)
+			}
 		}
 	}
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })

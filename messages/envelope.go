@@ -92,8 +92,8 @@ func Decode(body []byte, fallbackID string, attrType string) (Command, error) {
 	if attrType != "" && Type(attrType) != env.Type {
 		return Command{}, invalid("type", "attribute %q disagrees with body %q", attrType, env.Type)
 	}
-	spec, ok := catalogue[env.Type]
-	if !ok || spec.kind != kindCommand {
+	spec, ok := commands[env.Type]
+	if !ok {
 		return Command{}, &InvalidError{Field: "type", Reason: fmt.Sprintf("unknown command type %q", env.Type), Unknown: true}
 	}
 	if env.ID == "" {

@@ -256,55 +256,56 @@ func TestNewCommand_rejects_unknown_type(t *testing.T) {
 	assert.Contains(t, err.Error(), "sandbox.explode")
 }
 
-func TestCatalogue_sandbox_is_the_only_domain(t *testing.T) {
-	assert.Equal(t, []messages.Domain{messages.Sandbox}, messages.Domains())
+func TestCatalogue_every_type_has_its_domain(t *testing.T) {
+	assert.Equal(t, []messages.Domain{messages.Layer, messages.Sandbox}, messages.Domains())
 	for _, d := range messages.Domains() {
-		for _, typ := range messages.Types(d) {
+		for _, typ := range append(messages.Commands(d), messages.Events(d)...) {
 			got, ok := messages.DomainOf(typ)
 			require.True(t, ok, typ)
-			assert.Equal(t, messages.Sandbox, got, typ)
-			// Routing reads the domain off the name's prefix.
-			assert.True(t, strings.HasPrefix(string(typ), string(d)+"."), typ)
+			assert.Equal(t, d, got, typ)
 		}
 	}
 }
 
 func TestCatalogue_sandbox_types_hold_commands_and_events(t *testing.T) {
 	commands := []messages.Type{
-		messages.SandboxAllocate, messages.SandboxMarkDeletion, messages.SandboxExpire,
-		messages.SandboxCleanup, messages.SandboxSync,
+		messages.SandboxAllocate, messages.SandboxCleanup, messages.SandboxExpire,
+		messages.SandboxMarkDeletion, messages.SandboxSync,
 	}
 	events := []messages.Type{
-		messages.SandboxAllocated, messages.SandboxAllocationRejected, messages.SandboxDeletionMarked,
-		messages.SandboxDeletionRejected, messages.SandboxExpired, messages.SandboxDeleted,
-		messages.SandboxDeletionFailed, messages.SandboxSynced,
+		messages.SandboxAllocated, messages.SandboxAllocationRejected, messages.SandboxDeleted,
+		messages.SandboxDeletionFailed, messages.SandboxDeletionMarked, messages.SandboxDeletionRejected,
+		messages.SandboxExpired, messages.SandboxSynced,
 	}
-	types := messages.Types(messages.Sandbox)
-	assert.Len(t, types, len(commands)+len(events))
-	assert.IsIncreasing(t, types, "Types is sorted")
+	assert.Equal(t, commands, messages.Commands(messages.Sandbox), "sorted commands")
+	assert.Equal(t, events, messages.Events(messages.Sandbox), "sorted events")
 	for _, c := range commands {
-		assert.Contains(t, types, c)
 		assert.True(t, messages.IsCommand(c), c)
 		assert.False(t, messages.IsEvent(c), c)
 	}
 	for _, e := range events {
-		assert.Contains(t, types, e)
 		assert.True(t, messages.IsEvent(e), e)
 		assert.False(t, messages.IsCommand(e), e)
 	}
-	assert.Empty(t, messages.Types("billing"))
+	assert.Empty(t, messages.Commands("billing"))
+}
+
+func TestCatalogue_a_command_may_share_its_event_name(t *testing.T) {
+	// SPEC §4: the layer.published command is reported by a layer.published event.
+	assert.True(t, messages.IsCommand(messages.LayerPublished))
+	assert.True(t, messages.IsEvent(messages.LayerPublishedEvent))
+	assert.Equal(t, messages.LayerPublished, messages.LayerPublishedEvent)
 }
 
 func TestCatalogue_new_payload_matches_type(t *testing.T) {
-	p, ok := messages.NewPayload(messages.SandboxSync)
+	p, ok := messages.NewCommandPayload(messages.SandboxSync)
 	require.True(t, ok)
 	assert.IsType(t, &messages.SandboxSyncPayload{}, p)
 
-	p, ok = messages.NewPayload(messages.SandboxDeleted)
-	require.True(t, ok)
-	assert.IsType(t, &messages.SandboxDeletedPayload{}, p)
+	_, ok = messages.NewCommandPayload(messages.SandboxDeleted)
+	assert.False(t, ok, "an event has no command payload")
 
-	_, ok = messages.NewPayload("sandbox.explode")
+	_, ok = messages.NewCommandPayload("sandbox.explode")
 	assert.False(t, ok)
 	_, ok = messages.DomainOf("sandbox.explode")
 	assert.False(t, ok)

@@ -213,7 +213,7 @@ func (s *Service) sweep(ctx context.Context, pub message.Publisher, now func() t
 		}
 		slot := now().Truncate(s.Config.SweepInterval).UTC().Format(time.RFC3339)
 		for _, t := range []messages.Type{messages.SandboxExpire, messages.SandboxCleanup} {
-			payload, _ := messages.NewPayload(t)
+			payload, _ := messages.NewCommandPayload(t)
 			msg, err := NewCommandMessage("sweep/"+string(t)+"/"+slot, t, payload, now())
 			if err == nil {
 				err = pub.Publish(router.ByType, msg)

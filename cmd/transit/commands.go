@@ -91,8 +91,8 @@ func runSend(ctx context.Context, args []string) error {
 		return fmt.Errorf("usage: transit send TYPE [flags]; types: %v", commandTypes())
 	}
 	t := messages.Type(args[0])
-	payload, ok := messages.NewPayload(t)
-	if !ok || !messages.IsCommand(t) {
+	payload, ok := messages.NewCommandPayload(t)
+	if !ok {
 		return fmt.Errorf("unknown command type %q; types: %v", t, commandTypes())
 	}
 	var raw, id string
@@ -169,11 +169,7 @@ func payloadFlags(fs *flag.FlagSet, payload any) {
 func commandTypes() []messages.Type {
 	var ts []messages.Type
 	for _, d := range messages.Domains() {
-		for _, t := range messages.Types(d) {
-			if messages.IsCommand(t) {
-				ts = append(ts, t)
-			}
-		}
+		ts = append(ts, messages.Commands(d)...)
 	}
 	return ts
 }
