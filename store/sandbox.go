@@ -7,9 +7,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
 
@@ -390,16 +388,11 @@ func (s *Store) Sync(ctx context.Context, cmd Cmd, inventory []messages.Inventor
 		id := SandboxIDFor(it.ExternalID)
 		sb := Sandbox{PK: "SBX#" + id, SK: "META", SandboxID: id, Name: it.Name, ExternalID: it.ExternalID,
 			Status: StatusAvailable, LabDurationHours: it.LabDurationHours, CreatedAt: now, UpdatedAt: now, LastSynced: now}
-		av, err := attributevalue.MarshalMap(sb)
+		put, err := putIn(s.sandboxes, sb, expression.AttributeNotExists(expression.Name("PK")))
 		if err != nil {
-			return SyncResult{}, fmt.Errorf("sync: encode %s: %w", id, err)
+			return SyncResult{}, fmt.Errorf("sync: %w", err)
 		}
-		items = append(items, types.TransactWriteItem{Put: &types.Put{
-			TableName:                aws.String(s.sandboxes),
-			Item:                     av,
-			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
-			ExpressionAttributeNames: map[string]string{"#pk": "PK"},
-		}})
+		items = append(items, put)
 		res.Added = append(res.Added, sb)
 	}
 	for _, sb := range known {
@@ -433,19 +426,11 @@ func (s *Store) Sync(ctx context.Context, cmd Cmd, inventory []messages.Inventor
 
 // GetSandbox reads one sandbox with a strongly consistent read.
 func (s *Store) GetSandbox(ctx context.Context, id string) (Sandbox, bool, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(s.sandboxes),
-		Key:            sandboxKey(id),
-		ConsistentRead: aws.Bool(true),
-	})
-	if err != nil || out.Item == nil {
-		return Sandbox{}, false, err
+	sb, found, err := getItem[Sandbox](ctx, s.db, s.sandboxes, sandboxKey(id))
+	if err != nil {
+		return Sandbox{}, false, fmt.Errorf("read sandbox %s: %w", id, err)
 	}
-	var sb Sandbox
-	if err := attributevalue.UnmarshalMap(out.Item, &sb); err != nil {
-		return Sandbox{}, false, fmt.Errorf("decode sandbox %s: %w", id, err)
-	}
-	return sb, true, nil
+	return sb, found, nil
 }
 
 // Sandboxes lists sandboxes in a status, or in every status when status is
@@ -497,18 +482,7 @@ func (s *Store) settle(ctx context.Context, cmd Cmd, items []types.TransactWrite
 }
 
 func (s *Store) updateItem(sandboxID string, update expression.UpdateBuilder, cond expression.ConditionBuilder) (types.TransactWriteItem, error) {
-	expr, err := expression.NewBuilder().WithUpdate(update).WithCondition(cond).Build()
-	if err != nil {
-		return types.TransactWriteItem{}, fmt.Errorf("build update of %s: %w", sandboxID, err)
-	}
-	return types.TransactWriteItem{Update: &types.Update{
-		TableName:                 aws.String(s.sandboxes),
-		Key:                       sandboxKey(sandboxID),
-		UpdateExpression:          expr.Update(),
-		ConditionExpression:       expr.Condition(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
-	}}, nil
+	return updateIn(s.sandboxes, sandboxKey(sandboxID), update, cond)
 }
 
 func (s *Store) queryStatus(ctx context.Context, status string, sortKey *expression.KeyConditionBuilder, limit int32) ([]Sandbox, error) {
@@ -521,39 +495,5 @@ func (s *Store) queryStatus(ctx context.Context, status string, sortKey *express
 
 // query reads an index of SandboxPool, every page unless limit is set.
 func (s *Store) query(ctx context.Context, index string, kc expression.KeyConditionBuilder, filter *expression.ConditionBuilder, limit int32) ([]Sandbox, error) {
-	b := expression.NewBuilder().WithKeyCondition(kc)
-	if filter != nil {
-		b = b.WithFilter(*filter)
-	}
-	expr, err := b.Build()
-	if err != nil {
-		return nil, fmt.Errorf("build query on %s: %w", index, err)
-	}
-	in := &dynamodb.QueryInput{
-		TableName:                 aws.String(s.sandboxes),
-		IndexName:                 aws.String(index),
-		KeyConditionExpression:    expr.KeyCondition(),
-		FilterExpression:          expr.Filter(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
-	}
-	if limit > 0 {
-		in.Limit = aws.Int32(limit)
-	}
-	var all []Sandbox
-	for {
-		out, err := s.db.Query(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("query %s: %w", index, err)
-		}
-		var page []Sandbox
-		if err := attributevalue.UnmarshalListOfMaps(out.Items, &page); err != nil {
-			return nil, fmt.Errorf("decode %s page: %w", index, err)
-		}
-		all = append(all, page...)
-		if limit > 0 || len(out.LastEvaluatedKey) == 0 {
-			return all, nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
-	}
+	return query[Sandbox](ctx, s.db, s.sandboxes, index, kc, filter, limit)
 }

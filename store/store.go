@@ -4,10 +4,16 @@
 package store
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 )
 
@@ -47,4 +53,94 @@ func IsPermanent(err error) bool {
 		}
 	}
 	return false
+}
+
+// updateIn is a transaction item updating key in table under cond.
+func updateIn(table string, key map[string]types.AttributeValue, update expression.UpdateBuilder, cond expression.ConditionBuilder) (types.TransactWriteItem, error) {
+	expr, err := expression.NewBuilder().WithUpdate(update).WithCondition(cond).Build()
+	if err != nil {
+		return types.TransactWriteItem{}, fmt.Errorf("build update in %s: %w", table, err)
+	}
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName:                 aws.String(table),
+		Key:                       key,
+		UpdateExpression:          expr.Update(),
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	}}, nil
+}
+
+// putIn is a transaction item putting item into table under cond.
+func putIn(table string, item any, cond expression.ConditionBuilder) (types.TransactWriteItem, error) {
+	av, err := attributevalue.MarshalMap(item)
+	if err != nil {
+		return types.TransactWriteItem{}, fmt.Errorf("encode item for %s: %w", table, err)
+	}
+	expr, err := expression.NewBuilder().WithCondition(cond).Build()
+	if err != nil {
+		return types.TransactWriteItem{}, fmt.Errorf("build put in %s: %w", table, err)
+	}
+	return types.TransactWriteItem{Put: &types.Put{
+		TableName:                 aws.String(table),
+		Item:                      av,
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	}}, nil
+}
+
+// getItem reads one item with a strongly consistent read into T.
+func getItem[T any](ctx context.Context, db *dynamodb.Client, table string, key map[string]types.AttributeValue) (T, bool, error) {
+	var v T
+	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil || out.Item == nil {
+		return v, false, err
+	}
+	if err := attributevalue.UnmarshalMap(out.Item, &v); err != nil {
+		return v, false, fmt.Errorf("decode item of %s: %w", table, err)
+	}
+	return v, true, nil
+}
+
+// query reads a table or one of its indexes (index empty for the table),
+// every page unless limit is set.
+func query[T any](ctx context.Context, db *dynamodb.Client, table, index string, kc expression.KeyConditionBuilder, filter *expression.ConditionBuilder, limit int32) ([]T, error) {
+	b := expression.NewBuilder().WithKeyCondition(kc)
+	if filter != nil {
+		b = b.WithFilter(*filter)
+	}
+	expr, err := b.Build()
+	if err != nil {
+		return nil, fmt.Errorf("build query on %s %s: %w", table, index, err)
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(table),
+		KeyConditionExpression:    expr.KeyCondition(),
+		FilterExpression:          expr.Filter(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	}
+	if index != "" {
+		in.IndexName = aws.String(index)
+	}
+	if limit > 0 {
+		in.Limit = aws.Int32(limit)
+	}
+	var all []T
+	for {
+		out, err := db.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("query %s %s: %w", table, index, err)
+		}
+		var page []T
+		if err := attributevalue.UnmarshalListOfMaps(out.Items, &page); err != nil {
+			return nil, fmt.Errorf("decode %s %s page: %w", table, index, err)
+		}
+		all = append(all, page...)
+		if limit > 0 || len(out.LastEvaluatedKey) == 0 {
+			return all, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
 }
