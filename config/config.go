@@ -52,6 +52,10 @@ type Config struct {
 	// command redelivered later than this would be applied again.
 	// TRANSIT_AUDIT_RETENTION, --audit-retention; default 720h (30 days).
 	AuditRetention time.Duration
+	// LayerRetention is how long a deprecated layer version is kept before
+	// its TTL removes it and its Lambda layer version is deleted.
+	// TRANSIT_LAYER_RETENTION, --layer-retention; default 168h (7 days).
+	LayerRetention time.Duration
 	// ProviderURL is the sandbox provider's base URL; serve requires it.
 	// TRANSIT_PROVIDER_URL, --provider-url.
 	ProviderURL string
@@ -93,6 +97,7 @@ func Bind(fs *flag.FlagSet, c *Config) *Binder {
 	b.integer(&c.RetryMax, "retry-max", "TRANSIT_RETRY_MAX", 3, "in-process retries of a transient failure")
 	b.duration(&c.RetryInitial, "retry-initial", "TRANSIT_RETRY_INITIAL", 100*time.Millisecond, "first retry backoff")
 	b.duration(&c.AuditRetention, "audit-retention", "TRANSIT_AUDIT_RETENTION", 30*24*time.Hour, "how long command outcomes are kept")
+	b.duration(&c.LayerRetention, "layer-retention", "TRANSIT_LAYER_RETENTION", 7*24*time.Hour, "how long deprecated layer versions are kept")
 	b.str(&c.ProviderURL, "provider-url", "TRANSIT_PROVIDER_URL", "", "sandbox provider base URL")
 	b.duration(&c.ProviderTimeout, "provider-timeout", "TRANSIT_PROVIDER_TIMEOUT", 10*time.Second, "time limit of one provider call")
 	b.duration(&c.SweepInterval, "sweep-interval", "TRANSIT_SWEEP_INTERVAL", time.Minute, "expiry and cleanup sweep period; 0 disables")
@@ -203,6 +208,9 @@ func (c *Config) Validate() error {
 	}
 	if c.AuditRetention < time.Hour {
 		bad("TRANSIT_AUDIT_RETENTION", "audit-retention", "%s, want at least 1h", c.AuditRetention)
+	}
+	if c.LayerRetention < time.Minute {
+		bad("TRANSIT_LAYER_RETENTION", "layer-retention", "%s, want at least 1m", c.LayerRetention)
 	}
 	if c.ProviderURL != "" && !isHTTPURL(c.ProviderURL) {
 		bad("TRANSIT_PROVIDER_URL", "provider-url", "%q is not an http(s) URL", c.ProviderURL)

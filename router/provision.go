@@ -63,15 +63,16 @@ func provisionDomain(ctx context.Context, sqsc *sqs.Client, snsc *sns.Client, st
 	if _, err := snsc.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(stack.EventTopic(d))}); err != nil {
 		return fmt.Errorf("create topic %s: %w", stack.EventTopic(d), err)
 	}
-	_, err = SubscribeQueue(ctx, sqsc, snsc, aws.ToString(cmdTopic.TopicArn), queueURL, queueARN, "")
+	_, err = SubscribeQueue(ctx, sqsc, snsc, []string{aws.ToString(cmdTopic.TopicArn)}, queueURL, queueARN, "")
 	return err
 }
 
-// SubscribeQueue subscribes a queue to a topic with raw delivery, allowing
-// the topic to send to the queue. A non-empty filterPolicy (SNS JSON)
-// narrows what is delivered. Subscribing again is a no-op. It returns the
-// subscription's ARN.
-func SubscribeQueue(ctx context.Context, sqsc *sqs.Client, snsc *sns.Client, topicARN, queueURL, queueARN, filterPolicy string) (string, error) {
+// SubscribeQueue subscribes a queue to topics with raw delivery, allowing
+// exactly those topics to send to the queue (the queue's whole policy: a
+// queue fed by several topics is subscribed in one call). A non-empty
+// filterPolicy (SNS JSON) narrows what is delivered. Subscribing again is
+// a no-op. It returns the subscriptions' ARNs.
+func SubscribeQueue(ctx context.Context, sqsc *sqs.Client, snsc *sns.Client, topicARNs []string, queueURL, queueARN, filterPolicy string) ([]string, error) {
 	policy, _ := json.Marshal(map[string]any{
 		"Version": "2012-10-17",
 		"Statement": []map[string]any{{
@@ -79,30 +80,34 @@ func SubscribeQueue(ctx context.Context, sqsc *sqs.Client, snsc *sns.Client, top
 			"Principal": map[string]string{"Service": "sns.amazonaws.com"},
 			"Action":    "sqs:SendMessage",
 			"Resource":  queueARN,
-			"Condition": map[string]any{"ArnEquals": map[string]string{"aws:SourceArn": topicARN}},
+			"Condition": map[string]any{"ArnEquals": map[string][]string{"aws:SourceArn": topicARNs}},
 		}},
 	})
 	if _, err := sqsc.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{
 		QueueUrl:   aws.String(queueURL),
 		Attributes: map[string]string{"Policy": string(policy)},
 	}); err != nil {
-		return "", fmt.Errorf("allow %s to send to %s: %w", topicARN, queueARN, err)
+		return nil, fmt.Errorf("allow %v to send to %s: %w", topicARNs, queueARN, err)
 	}
 	attrs := map[string]string{"RawMessageDelivery": "true"}
 	if filterPolicy != "" {
 		attrs["FilterPolicy"] = filterPolicy
 	}
-	sub, err := snsc.Subscribe(ctx, &sns.SubscribeInput{
-		TopicArn:              aws.String(topicARN),
-		Protocol:              aws.String("sqs"),
-		Endpoint:              aws.String(queueARN),
-		Attributes:            attrs,
-		ReturnSubscriptionArn: true,
-	})
-	if err != nil {
-		return "", fmt.Errorf("subscribe %s to %s: %w", queueARN, topicARN, err)
+	var subs []string
+	for _, topicARN := range topicARNs {
+		sub, err := snsc.Subscribe(ctx, &sns.SubscribeInput{
+			TopicArn:              aws.String(topicARN),
+			Protocol:              aws.String("sqs"),
+			Endpoint:              aws.String(queueARN),
+			Attributes:            attrs,
+			ReturnSubscriptionArn: true,
+		})
+		if err != nil {
+			return subs, fmt.Errorf("subscribe %s to %s: %w", queueARN, topicARN, err)
+		}
+		subs = append(subs, aws.ToString(sub.SubscriptionArn))
 	}
-	return aws.ToString(sub.SubscriptionArn), nil
+	return subs, nil
 }
 
 // ensureQueue creates a queue or, when it exists, sets its attributes, and

@@ -115,6 +115,7 @@ func testConfig(prefix, providerURL string) config.Config {
 		RetryMax:          3,
 		RetryInitial:      20 * time.Millisecond,
 		AuditRetention:    24 * time.Hour,
+		LayerRetention:    time.Hour,
 		ProviderURL:       providerURL,
 		ProviderTimeout:   2 * time.Second,
 		LogLevel:          "warn",
@@ -135,7 +136,7 @@ func newStack(t *testing.T, modify ...func(*config.Config)) *stack {
 	svc, err := service.New(ctx, cfg)
 	require.NoError(t, err)
 	require.NoError(t, svc.Provision(ctx))
-	tap, err := svc.NewTap(ctx, messages.Sandbox, "")
+	tap, err := svc.NewTap(ctx, "", messages.Domains()...)
 	require.NoError(t, err)
 	t.Cleanup(func() { tap.Close(ctx) })
 	s := &stack{t: t, svc: svc, cfg: cfg, provider: stub, clock: &clock{}, tap: tap}

@@ -81,7 +81,7 @@ func New(ctx context.Context, cfg config.Config, configure ...func(*aws.Config))
 		SQS:      sqs.NewFromConfig(awsCfg),
 		SNS:      sns.NewFromConfig(awsCfg),
 		Stack:    router.Stack{Prefix: cfg.Prefix},
-		Store:    store.New(ddb, cfg.Prefix, cfg.AuditRetention),
+		Store:    store.New(ddb, cfg.Prefix, store.Retention{Audit: cfg.AuditRetention, DeprecatedLayers: cfg.LayerRetention}),
 		Logger:   logger,
 	}, nil
 }
@@ -152,9 +152,14 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 		Concurrency:  s.Config.Concurrency,
 		DrainTimeout: s.Config.DrainTimeout,
 	}, logger)
-	sandbox := handlers.NewSandbox(s.Store, opts.Provider, opts.Now)
-	if err := router.Register(r, rcfg, messages.Sandbox, sub, out, sandbox); err != nil {
-		return err
+	domains := map[messages.Domain]router.Handler{
+		messages.Sandbox: handlers.NewSandbox(s.Store, opts.Provider, opts.Now),
+		messages.Layer:   handlers.NewLayer(s.Store, provider.NewLambda(s.AWS), opts.Now),
+	}
+	for d, h := range domains {
+		if err := router.Register(r, rcfg, d, sub, out, h); err != nil {
+			return err
+		}
 	}
 	if s.Config.SweepInterval > 0 {
 		go s.sweep(ctx, pub, opts.Now)

@@ -17,12 +17,12 @@ import (
 	"transit/router"
 )
 
-// Tap is a temporary queue subscribed to a domain's event topic, for
+// Tap is a temporary queue subscribed to event topics, for
 // `transit send --wait` and for tests to see what transit published.
 type Tap struct {
 	svc      *Service
 	queueURL string
-	subARN   string
+	subARNs  []string
 }
 
 // TapEvent is one event read from a tap.
@@ -33,10 +33,10 @@ type TapEvent struct {
 	Envelope   messages.Envelope
 }
 
-// NewTap subscribes a new queue to domain d's event topic. A non-empty
-// correlationID delivers only that correlation's events (an SNS filter
-// policy on the correlation_id attribute).
-func (s *Service) NewTap(ctx context.Context, d messages.Domain, correlationID string) (*Tap, error) {
+// NewTap subscribes a new queue to the event topics of the given domains.
+// A non-empty correlationID delivers only that correlation's events (an
+// SNS filter policy on the correlation_id attribute).
+func (s *Service) NewTap(ctx context.Context, correlationID string, domains ...messages.Domain) (*Tap, error) {
 	name := s.Config.Prefix + "-tap-" + uuid.NewString()[:8]
 	created, err := s.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
 	if err != nil {
@@ -48,18 +48,21 @@ func (s *Service) NewTap(ctx context.Context, d messages.Domain, correlationID s
 		t.Close(ctx)
 		return nil, err
 	}
-	topicARN, err := s.TopicARN(ctx, s.Stack.EventTopic(d))
-	if err != nil {
-		t.Close(ctx)
-		return nil, err
-	}
 	filter := ""
 	if correlationID != "" {
 		b, _ := json.Marshal(map[string][]string{messages.CorrelationAttribute: {correlationID}})
 		filter = string(b)
 	}
-	t.subARN, err = router.SubscribeQueue(ctx, s.SQS, s.SNS, topicARN, t.queueURL, queueARN, filter)
-	if err != nil {
+	var topics []string
+	for _, d := range domains {
+		topicARN, err := s.TopicARN(ctx, s.Stack.EventTopic(d))
+		if err != nil {
+			t.Close(ctx)
+			return nil, err
+		}
+		topics = append(topics, topicARN)
+	}
+	if t.subARNs, err = router.SubscribeQueue(ctx, s.SQS, s.SNS, topics, t.queueURL, queueARN, filter); err != nil {
 		t.Close(ctx)
 		return nil, err
 	}
@@ -113,8 +116,8 @@ func (t *Tap) Receive(ctx context.Context, waitSeconds int32) ([]TapEvent, error
 // Close unsubscribes and deletes the tap's queue.
 func (t *Tap) Close(ctx context.Context) {
 	ctx = context.WithoutCancel(ctx)
-	if t.subARN != "" {
-		_, _ = t.svc.SNS.Unsubscribe(ctx, &sns.UnsubscribeInput{SubscriptionArn: aws.String(t.subARN)})
+	for _, sub := range t.subARNs {
+		_, _ = t.svc.SNS.Unsubscribe(ctx, &sns.UnsubscribeInput{SubscriptionArn: aws.String(sub)})
 	}
 	_, _ = t.svc.SQS.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(t.queueURL)})
 }

@@ -130,9 +130,21 @@ func (s *Store) auditPut(cmd Cmd, entity, status, reason string, details any) (*
 // recordRejection records a rejection on its own. If the command already
 // has an outcome, that outcome is replayed into result instead.
 func (s *Store) recordRejection(ctx context.Context, cmd Cmd, entity string, rej *Rejection, result any) error {
-	put, err := s.auditPut(cmd, entity, Rejected, rej.Reason, nil)
-	if err != nil {
+	replayed, err := s.record(ctx, cmd, entity, Rejected, rej.Reason, nil, result)
+	if replayed || err != nil {
 		return err
+	}
+	return rej
+}
+
+// record writes an outcome that changes no other item: a rejection, or a
+// side effect outside DynamoDB that succeeded. If the command already has
+// an outcome, that outcome is replayed instead (replayed is true, and err
+// is what replay returned).
+func (s *Store) record(ctx context.Context, cmd Cmd, entity, status, reason string, details, result any) (replayed bool, err error) {
+	put, err := s.auditPut(cmd, entity, status, reason, details)
+	if err != nil {
+		return false, err
 	}
 	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                 put.TableName,
@@ -143,12 +155,12 @@ func (s *Store) recordRejection(ctx context.Context, cmd Cmd, entity string, rej
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return s.replay(ctx, cmd, result)
+		return true, s.replay(ctx, cmd, result)
 	}
 	if err != nil {
-		return fmt.Errorf("record rejection: %w", err)
+		return false, fmt.Errorf("record outcome of %s: %w", cmd.ID, err)
 	}
-	return rej
+	return false, nil
 }
 
 // errAlreadyApplied marks a transaction cancelled by its audit condition.
@@ -168,10 +180,10 @@ func (s *Store) transact(ctx context.Context, items []types.TransactWriteItem) e
 	if len(reasons) == len(items) && aws.ToString(reasons[len(items)-1].Code) == "ConditionalCheckFailed" {
 		return errAlreadyApplied
 	}
-	for _, r := range reasons {
+	for i, r := range reasons {
 		switch aws.ToString(r.Code) {
 		case "ConditionalCheckFailed", "TransactionConflict":
-			return errConflict
+			return &conflictError{item: i}
 		}
 	}
 	return err
@@ -179,6 +191,18 @@ func (s *Store) transact(ctx context.Context, items []types.TransactWriteItem) e
 
 // errConflict means the state changed under the transition: re-read and decide again.
 var errConflict = errors.New("state changed concurrently")
+
+// conflictError is an errConflict that says which item's condition failed.
+type conflictError struct{ item int }
+
+func (e *conflictError) Error() string        { return fmt.Sprintf("%v (item %d)", errConflict, e.item) }
+func (e *conflictError) Is(target error) bool { return target == errConflict }
+
+// conflictOn reports whether err is a conflict on item i of the transaction.
+func conflictOn(err error, i int) bool {
+	var ce *conflictError
+	return errors.As(err, &ce) && ce.item == i
+}
 
 // replay loads the recorded outcome of cmd, which must exist. An applied
 // outcome's details are decoded into result; a rejection is returned as

@@ -149,19 +149,12 @@ func (s *Store) recordExisting(ctx context.Context, cmd Cmd, sb Sandbox) (Sandbo
 		return Sandbox{}, err
 	}
 	// The condition check keeps the answer true at the moment it is recorded.
-	cond, err := expression.NewBuilder().WithCondition(
+	check, err := conditionCheck(s.sandboxes, sandboxKey(sb.SandboxID),
 		expression.Name("status").Equal(expression.Value(StatusAllocated)).
-			And(expression.Name("allocated_to_track").Equal(expression.Value(sb.AllocatedToTrack)))).Build()
+			And(expression.Name("allocated_to_track").Equal(expression.Value(sb.AllocatedToTrack))))
 	if err != nil {
 		return Sandbox{}, err
 	}
-	check := types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-		TableName:                 aws.String(s.sandboxes),
-		Key:                       sandboxKey(sb.SandboxID),
-		ConditionExpression:       cond.Condition(),
-		ExpressionAttributeNames:  cond.Names(),
-		ExpressionAttributeValues: cond.Values(),
-	}}
 	if err := s.settle(ctx, cmd, []types.TransactWriteItem{check, put}, &sb); err != nil {
 		return Sandbox{}, fmt.Errorf("record existing allocation %s: %w", sb.SandboxID, err)
 	}

@@ -22,12 +22,22 @@ type Store struct {
 	db             *dynamodb.Client
 	sandboxes      string
 	audit          string
+	layers         string
 	auditRetention time.Duration
+	layerRetention time.Duration
 }
 
-// New returns a Store for the stack named by prefix. Audit items expire
-// auditRetention after their command.
-func New(db *dynamodb.Client, prefix string, auditRetention time.Duration) *Store {
+// Retention says how long items live before their TTL removes them.
+type Retention struct {
+	// Audit is how long a command's outcome is kept (and so deduplicated).
+	Audit time.Duration
+	// DeprecatedLayers is how long a replaced layer version is kept
+	// before it is removed and its Lambda layer version deleted.
+	DeprecatedLayers time.Duration
+}
+
+// New returns a Store for the stack named by prefix.
+func New(db *dynamodb.Client, prefix string, r Retention) *Store {
 	if db == nil {
 		panic("store: nil DynamoDB client")
 	}
@@ -35,7 +45,9 @@ func New(db *dynamodb.Client, prefix string, auditRetention time.Duration) *Stor
 		db:             db,
 		sandboxes:      TableName(prefix, SandboxPool),
 		audit:          TableName(prefix, Audit),
-		auditRetention: auditRetention,
+		layers:         TableName(prefix, Layers),
+		auditRetention: r.Audit,
+		layerRetention: r.DeprecatedLayers,
 	}
 }
 
@@ -65,6 +77,21 @@ func updateIn(table string, key map[string]types.AttributeValue, update expressi
 		TableName:                 aws.String(table),
 		Key:                       key,
 		UpdateExpression:          expr.Update(),
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	}}, nil
+}
+
+// conditionCheck is a transaction item requiring cond of key in table.
+func conditionCheck(table string, key map[string]types.AttributeValue, cond expression.ConditionBuilder) (types.TransactWriteItem, error) {
+	expr, err := expression.NewBuilder().WithCondition(cond).Build()
+	if err != nil {
+		return types.TransactWriteItem{}, fmt.Errorf("build condition check in %s: %w", table, err)
+	}
+	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+		TableName:                 aws.String(table),
+		Key:                       key,
 		ConditionExpression:       expr.Condition(),
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),

@@ -66,8 +66,24 @@ var Audit = Table{
 	TTLAttribute: "expire_at",
 }
 
+// Layers holds layer versions and builds, exactly as seeds/layer-builds.md:
+// pk/sk patterns, the v0 pointer items, and two sparse GSIs on dplySts
+// (only active layer versions carry it). Its stream feeds the fan-in,
+// which turns a layer version's TTL removal into layer.removed.
+var Layers = Table{
+	Name:         "Layers",
+	PartitionKey: str("pk"),
+	SortKey:      str("sk"),
+	GlobalIndexes: []Index{
+		{Name: "PackageStatusIndex", PartitionKey: str("pckg"), SortKey: str("dplySts")},
+		{Name: "RegionStatusIndex", PartitionKey: str("rgn"), SortKey: str("dplySts")},
+	},
+	TTLAttribute: "ttl",
+	Stream:       types.StreamViewTypeNewAndOldImages,
+}
+
 // Tables lists every table transit provisions.
-var Tables = []Table{SandboxPool, Audit}
+var Tables = []Table{SandboxPool, Audit, Layers}
 
 // TableName is the full name of t in the stack named by prefix.
 func TableName(prefix string, t Table) string { return prefix + "-" + t.Name }

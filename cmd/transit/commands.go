@@ -119,7 +119,7 @@ func runSend(ctx context.Context, args []string) error {
 	d, _ := messages.DomainOf(t)
 	var tap *service.Tap
 	if wait {
-		if tap, err = svc.NewTap(ctx, d, id); err != nil {
+		if tap, err = svc.NewTap(ctx, id, d); err != nil {
 			return err
 		}
 		defer tap.Close(ctx)

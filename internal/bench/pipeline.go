@@ -81,7 +81,7 @@ func newStack(ctx context.Context, prefix string, pool int) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	tap, err := svc.NewTap(ctx, messages.Sandbox, "")
+	tap, err := svc.NewTap(ctx, "", messages.Sandbox)
 	if err != nil {
 		return nil, err
 	}
