@@ -56,8 +56,8 @@ func (l *Lambda) client(region string) *lambda.Client {
 	return c
 }
 
-// parseLayerARN splits a layer version ARN into region, layer ARN (without
-// the version) and version.
+// parseLayerARN splits a layer version ARN into region, layer name and
+// version. The name, not the layer's ARN: moto looks layers up by name.
 func parseLayerARN(arn string) (region, layer string, version int64, err error) {
 	parts := strings.Split(arn, ":")
 	if len(parts) != 8 || parts[2] != "lambda" || parts[5] != "layer" {
@@ -67,5 +67,5 @@ func parseLayerARN(arn string) (region, layer string, version int64, err error) 
 	if err != nil {
 		return "", "", 0, fmt.Errorf("%q is not a layer version ARN: %w", arn, err)
 	}
-	return parts[3], strings.Join(parts[:7], ":"), version, nil
+	return parts[3], parts[6], version, nil
 }

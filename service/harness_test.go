@@ -185,11 +185,17 @@ func (s *stack) serve(opts service.ServeOptions) (stop func() error) {
 func (s *stack) send(id string, t messages.Type, payload any) {
 	body, err := messages.NewCommand(id, t, payload, time.Now())
 	require.NoError(s.t, err)
-	s.sendRaw(string(body), map[string]string{messages.TypeAttribute: string(t)})
+	d, _ := messages.DomainOf(t)
+	s.sendTo(s.url(s.svc.Stack.CommandQueue(d)), string(body), map[string]string{messages.TypeAttribute: string(t)})
 }
 
+// sendRaw sends any body to the sandbox command queue.
 func (s *stack) sendRaw(body string, attrs map[string]string) {
-	in := &sqs.SendMessageInput{QueueUrl: aws.String(s.queueURL), MessageBody: aws.String(body), MessageAttributes: map[string]sqstypes.MessageAttributeValue{}}
+	s.sendTo(s.queueURL, body, attrs)
+}
+
+func (s *stack) sendTo(queueURL, body string, attrs map[string]string) {
+	in := &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(body), MessageAttributes: map[string]sqstypes.MessageAttributeValue{}}
 	for k, v := range attrs {
 		in.MessageAttributes[k] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 	}
