@@ -24,6 +24,7 @@ import (
 	"transit/provider"
 	"transit/router"
 	"transit/service"
+	"transit/store"
 )
 
 // setup parses the settings common to every subcommand plus the
@@ -223,11 +224,24 @@ func queueURL(ctx context.Context, svc *service.Service, name string) (string, e
 }
 
 func runQuery(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] != "sandboxes" {
-		return errors.New("usage: transit query sandboxes [--status S] [--track T]")
+	usage := errors.New("usage: transit query sandboxes [--status S] [--track T] | layers [--region R] [--package P] | builds [--package P]")
+	if len(args) == 0 {
+		return usage
 	}
+	switch args[0] {
+	case "sandboxes":
+		return querySandboxes(ctx, args[1:])
+	case "layers":
+		return queryLayers(ctx, args[1:])
+	case "builds":
+		return queryBuilds(ctx, args[1:])
+	}
+	return usage
+}
+
+func querySandboxes(ctx context.Context, args []string) error {
 	var status, track string
-	svc, _, err := setup(ctx, "query sandboxes", args[1:], func(fs *flag.FlagSet) {
+	svc, _, err := setup(ctx, "query sandboxes", args, func(fs *flag.FlagSet) {
 		fs.StringVar(&status, "status", "", "only this status (available, allocated, pending_deletion, stale)")
 		fs.StringVar(&track, "track", "", "only what this track holds (TrackIndex)")
 	})
@@ -241,8 +255,7 @@ func runQuery(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "SANDBOX_ID\tNAME\tSTATUS\tTRACK\tALLOCATED_AT\tRETRIES")
+	w := table("SANDBOX_ID", "NAME", "STATUS", "TRACK", "ALLOCATED_AT", "RETRIES")
 	for _, sb := range sbs {
 		at := "-"
 		if sb.AllocatedAt > 0 {
@@ -251,6 +264,77 @@ func runQuery(ctx context.Context, args []string) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\n", sb.SandboxID, sb.Name, sb.Status, sb.AllocatedToTrack, at, sb.DeletionRetryCount)
 	}
 	return w.Flush()
+}
+
+// queryLayers answers the seed's layer access patterns: with a region and
+// a package, the latest version there (the pointer); with a package, its
+// latest version in every region; with a region, every deployed version.
+func queryLayers(ctx context.Context, args []string) error {
+	var region, pkg string
+	svc, _, err := setup(ctx, "query layers", args, func(fs *flag.FlagSet) {
+		fs.StringVar(&region, "region", "", "layers deployed in this region")
+		fs.StringVar(&pkg, "package", "", "layers of this package")
+	})
+	if err != nil {
+		return err
+	}
+	var vs []store.LayerVersion
+	switch {
+	case region != "" && pkg != "":
+		v, found, err := svc.Store.LatestLayer(ctx, region, pkg)
+		if err != nil || !found {
+			return errors.Join(err, fmt.Errorf("no layer of %s in %s", pkg, region))
+		}
+		v.Status = store.LayerLatest
+		vs = []store.LayerVersion{v}
+	case pkg != "":
+		vs, err = svc.Store.LatestLayers(ctx, pkg)
+	case region != "":
+		vs, err = svc.Store.RegionLayers(ctx, region)
+	default:
+		return errors.New("--region, --package or both")
+	}
+	if err != nil {
+		return err
+	}
+	w := table("REGION", "PACKAGE", "VERSION", "STATUS", "ARN")
+	for _, v := range vs {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", v.Region, v.Package, v.Version, v.Status, v.ARN)
+	}
+	return w.Flush()
+}
+
+// queryBuilds lists the latest build (and requirements hash) of one
+// package or of every package.
+func queryBuilds(ctx context.Context, args []string) error {
+	var pkg string
+	svc, _, err := setup(ctx, "query builds", args, func(fs *flag.FlagSet) {
+		fs.StringVar(&pkg, "package", "", "only this package")
+	})
+	if err != nil {
+		return err
+	}
+	var bs []store.Build
+	if pkg != "" {
+		b, found, err := svc.Store.LatestBuild(ctx, pkg)
+		if err != nil || !found {
+			return errors.Join(err, fmt.Errorf("no build of %s", pkg))
+		}
+		bs = []store.Build{b}
+	} else if bs, err = svc.Store.LatestBuilds(ctx); err != nil {
+		return err
+	}
+	w := table("PACKAGE", "VERSION", "REQUIREMENTS_HASH")
+	for _, b := range bs {
+		fmt.Fprintf(w, "%s\t%d\t%s\n", b.Package, b.Version, b.RequirementsHash)
+	}
+	return w.Flush()
+}
+
+func table(columns ...string) *tabwriter.Writer {
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, strings.Join(columns, "\t"))
+	return w
 }
 
 func runProviderStub(ctx context.Context, args []string) error {

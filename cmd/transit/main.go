@@ -22,7 +22,7 @@ var subcommands = map[string]subcommand{
 	"provision":     {"provision                   create tables, queues, DLQs, topics and subscriptions (idempotent)", runProvision},
 	"send":          {"send TYPE [--json J | --FIELD V ...] [--wait]   send a command; --wait prints its event", runSend},
 	"dlq":           {"dlq list|redrive [--domain D]   show or move back dead-lettered commands", runDLQ},
-	"query":         {"query sandboxes [--status S] [--track T]   list sandboxes from the indexes", runQuery},
+	"query":         {"query sandboxes|layers|builds [flags]   the seeds' access patterns, from the indexes", runQuery},
 	"provider-stub": {"provider-stub [--listen ADDR]   a local stand-in for the sandbox provider", runProviderStub},
 	"bench":         {"bench [--moto-only] [--commands N]   measure transit against a plain SDK loop (starts its own emulators)", runBench},
 	// The benchmark's comparison loop, run by `transit bench` as a worker.
