@@ -24,7 +24,7 @@ type Config struct {
 	// Prefix names this stack's tables, queues and topics, so several
 	// stacks can share an account. TRANSIT_PREFIX, --prefix; default transit.
 	Prefix string
-	// Concurrency is how many commands one process handles at once.
+	// Concurrency is how many commands of one queue a process handles at once.
 	// TRANSIT_CONCURRENCY, --concurrency; default 4.
 	Concurrency int
 	// CommandTimeout bounds one attempt at one command.
@@ -89,7 +89,7 @@ func Bind(fs *flag.FlagSet, c *Config) *Binder {
 	b.str(&c.Region, "region", "AWS_REGION", "us-east-1", "AWS region")
 	b.str(&c.EndpointURL, "endpoint-url", "", "", "send every AWS call to this endpoint (default: the SDK's, from AWS_ENDPOINT_URL*)")
 	b.str(&c.Prefix, "prefix", "TRANSIT_PREFIX", "transit", "name prefix of this stack's tables, queues and topics")
-	b.integer(&c.Concurrency, "concurrency", "TRANSIT_CONCURRENCY", 4, "commands handled at once per process")
+	b.integer(&c.Concurrency, "concurrency", "TRANSIT_CONCURRENCY", 4, "commands of one queue handled at once per process")
 	b.duration(&c.CommandTimeout, "command-timeout", "TRANSIT_COMMAND_TIMEOUT", 20*time.Second, "time limit of one attempt at one command")
 	b.duration(&c.DrainTimeout, "drain-timeout", "TRANSIT_DRAIN_TIMEOUT", 30*time.Second, "wait for in-flight commands on SIGTERM")
 	b.duration(&c.VisibilityTimeout, "visibility-timeout", "TRANSIT_VISIBILITY_TIMEOUT", time.Minute, "command queues' visibility timeout (provision)")

@@ -20,8 +20,8 @@ import (
 
 // SubscriberConfig tunes the SQS subscriber.
 type SubscriberConfig struct {
-	// Concurrency is how many messages may be in flight (handed to the
-	// router and not yet acked) at once. Default 4.
+	// Concurrency is how many messages of one queue may be in flight
+	// (handed to the router and not yet acked) at once. Default 4.
 	Concurrency int
 	// WaitTimeSeconds is the long-poll wait of each receive. Default 20.
 	WaitTimeSeconds int32
@@ -59,7 +59,6 @@ type Subscriber struct {
 	config SubscriberConfig
 	logger watermill.LoggerAdapter
 
-	slots    chan struct{}
 	closing  chan struct{}
 	inFlight sync.WaitGroup
 	loops    sync.WaitGroup
@@ -73,7 +72,6 @@ func NewSubscriber(client *sqs.Client, config SubscriberConfig, logger watermill
 		sqs:     client,
 		config:  config,
 		logger:  logger,
-		slots:   make(chan struct{}, config.Concurrency),
 		closing: make(chan struct{}),
 	}
 }
@@ -92,7 +90,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	}
 	url := aws.ToString(got.QueueUrl)
 	out := make(chan *message.Message)
-	d := newDeleter(s, url)
+	q := newQueue(s, url)
 	receiveCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	go func() {
 		select {
@@ -110,35 +108,62 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		go func() {
 			defer wg.Done()
 			defer s.loops.Done()
-			s.receive(receiveCtx, d, out)
+			q.receive(receiveCtx, out)
 		}()
 	}
 	go func() {
 		wg.Wait()
 		s.inFlight.Wait()
-		close(d.pending)
+		close(q.pending)
 		close(out)
 	}()
 	return out, nil
 }
 
-func (s *Subscriber) receive(ctx context.Context, d *deleter, out chan<- *message.Message) {
-	url := d.url
-	logFields := watermill.LogFields{"queue": url}
+// queue is one subscription: its receive loops, its slots (each queue
+// has its own, so a long poll on an idle queue never starves another) and
+// the batching of its deletes.
+type queue struct {
+	sub   *Subscriber
+	url   string
+	slots chan struct{}
+	// pending are acked messages waiting to be deleted in a batch.
+	pending chan pendingDelete
+}
+
+type pendingDelete struct {
+	m    types.Message
+	uuid string
+	done chan struct{}
+}
+
+// deleteLinger is the longest an acked message waits for others to share
+// its DeleteMessageBatch.
+const deleteLinger = 5 * time.Millisecond
+
+func newQueue(s *Subscriber, url string) *queue {
+	q := &queue{sub: s, url: url, slots: make(chan struct{}, s.config.Concurrency), pending: make(chan pendingDelete, 10)}
+	go q.deleteBatches()
+	return q
+}
+
+func (q *queue) receive(ctx context.Context, out chan<- *message.Message) {
+	s := q.sub
+	logFields := watermill.LogFields{"queue": q.url}
 	for ctx.Err() == nil {
-		n := s.acquire(ctx, 10)
+		n := q.acquire(ctx, 10)
 		if n == 0 {
 			return
 		}
 		res, err := s.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:                    aws.String(url),
+			QueueUrl:                    aws.String(q.url),
 			MaxNumberOfMessages:         int32(n),
 			WaitTimeSeconds:             s.config.WaitTimeSeconds,
 			MessageAttributeNames:       []string{"All"},
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount},
 		})
 		if err != nil {
-			s.release(n)
+			q.release(n)
 			if ctx.Err() != nil {
 				return
 			}
@@ -149,7 +174,7 @@ func (s *Subscriber) receive(ctx context.Context, d *deleter, out chan<- *messag
 			}
 			continue
 		}
-		s.release(n - len(res.Messages))
+		q.release(n - len(res.Messages))
 		for i, m := range res.Messages {
 			select {
 			case <-ctx.Done():
@@ -157,31 +182,31 @@ func (s *Subscriber) receive(ctx context.Context, d *deleter, out chan<- *messag
 				// so another consumer takes it now rather than after the
 				// visibility timeout.
 				for _, rest := range res.Messages[i:] {
-					s.setVisibility(url, rest, 0)
+					s.setVisibility(q.url, rest, 0)
 				}
-				s.release(len(res.Messages) - i)
+				q.release(len(res.Messages) - i)
 				return
 			default:
 			}
 			s.inFlight.Add(1)
 			msg := toMessage(m)
 			out <- msg
-			go s.settle(d, m, msg)
+			go q.settle(m, msg)
 		}
 	}
 }
 
 // acquire takes up to max free slots, waiting for at least one.
-func (s *Subscriber) acquire(ctx context.Context, max int) int {
+func (q *queue) acquire(ctx context.Context, max int) int {
 	select {
-	case s.slots <- struct{}{}:
+	case q.slots <- struct{}{}:
 	case <-ctx.Done():
 		return 0
 	}
 	n := 1
 	for n < max {
 		select {
-		case s.slots <- struct{}{}:
+		case q.slots <- struct{}{}:
 			n++
 		default:
 			return n
@@ -190,77 +215,59 @@ func (s *Subscriber) acquire(ctx context.Context, max int) int {
 	return n
 }
 
-func (s *Subscriber) release(n int) {
+func (q *queue) release(n int) {
 	for i := 0; i < n; i++ {
-		<-s.slots
+		<-q.slots
 	}
 }
+
+// busy is how many slots are taken: messages in flight, or asked for.
+func (q *queue) busy() int { return len(q.slots) }
 
 // settle waits for the router's verdict: an ack deletes the message (in a
 // batch with others), a nack makes it visible again after a backoff that
 // grows with each receive.
-func (s *Subscriber) settle(d *deleter, m types.Message, msg *message.Message) {
-	defer s.inFlight.Done()
-	defer s.release(1)
+func (q *queue) settle(m types.Message, msg *message.Message) {
+	defer q.sub.inFlight.Done()
+	defer q.release(1)
 	select {
 	case <-msg.Acked():
-		d.delete(m, msg.UUID)
+		q.delete(m, msg.UUID)
 	case <-msg.Nacked():
-		s.setVisibility(d.url, m, s.nackDelay(m))
+		q.sub.setVisibility(q.url, m, q.sub.nackDelay(m))
 	}
-}
-
-// deleter batches the deletes of acked messages of one queue: up to ten
-// per DeleteMessageBatch. It sends at once when every message in flight
-// has been acked, so a lone command is never held back; otherwise it waits
-// up to deleteLinger for more.
-type deleter struct {
-	sub     *Subscriber
-	url     string
-	pending chan pendingDelete
-}
-
-type pendingDelete struct {
-	m    types.Message
-	uuid string
-	done chan struct{}
-}
-
-const deleteLinger = 5 * time.Millisecond
-
-func newDeleter(s *Subscriber, url string) *deleter {
-	d := &deleter{sub: s, url: url, pending: make(chan pendingDelete, 10)}
-	go d.run()
-	return d
 }
 
 // delete returns once the message is deleted (or the delete failed and
 // was logged), so a drain waits for it.
-func (d *deleter) delete(m types.Message, uuid string) {
+func (q *queue) delete(m types.Message, uuid string) {
 	p := pendingDelete{m: m, uuid: uuid, done: make(chan struct{})}
-	d.pending <- p
+	q.pending <- p
 	<-p.done
 }
 
-func (d *deleter) run() {
-	for first := range d.pending {
+// deleteBatches sends up to ten deletes per DeleteMessageBatch. It sends
+// at once when every message in flight has been acked, so a lone command
+// is never held back; otherwise it waits up to deleteLinger for more.
+func (q *queue) deleteBatches() {
+	for first := range q.pending {
 		batch := []pendingDelete{first}
 		linger := time.NewTimer(deleteLinger)
 	collect:
-		for len(batch) < 10 && len(batch) < d.sub.busy() {
+		for len(batch) < 10 && len(batch) < q.busy() {
 			select {
-			case p := <-d.pending:
+			case p := <-q.pending:
 				batch = append(batch, p)
 			case <-linger.C:
 				break collect
 			}
 		}
 		linger.Stop()
-		d.flush(batch)
+		q.flush(batch)
 	}
 }
 
-func (d *deleter) flush(batch []pendingDelete) {
+func (q *queue) flush(batch []pendingDelete) {
 	defer func() {
 		for _, p := range batch {
 			close(p.done)
@@ -274,20 +281,17 @@ func (d *deleter) flush(batch []pendingDelete) {
 	// applied command into a redelivery.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	out, err := d.sub.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(d.url), Entries: entries})
+	out, err := q.sub.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
 	if err != nil {
-		d.sub.logger.Error("Cannot delete acked messages; they will be redelivered and replayed", err, watermill.LogFields{"count": len(batch)})
+		q.sub.logger.Error("Cannot delete acked messages; they will be redelivered and replayed", err, watermill.LogFields{"count": len(batch)})
 		return
 	}
 	for _, f := range out.Failed {
 		i, _ := strconv.Atoi(aws.ToString(f.Id))
-		d.sub.logger.Error("Cannot delete acked message; it will be redelivered and replayed",
+		q.sub.logger.Error("Cannot delete acked message; it will be redelivered and replayed",
 			errors.New(aws.ToString(f.Message)), watermill.LogFields{"message_uuid": batch[i].uuid, "code": aws.ToString(f.Code)})
 	}
 }
-
-// busy is how many messages are handed out and not yet settled.
-func (s *Subscriber) busy() int { return len(s.slots) }
 
 func (s *Subscriber) nackDelay(m types.Message) time.Duration {
 	count, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
