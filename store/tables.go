@@ -83,7 +83,7 @@ var Layers = Table{
 }
 
 // Tables lists every table transit provisions.
-var Tables = []Table{SandboxPool, Audit, Layers}
+var Tables = []Table{SandboxPool, Audit, Layers, StreamLeases}
 
 // TableName is the full name of t in the stack named by prefix.
 func TableName(prefix string, t Table) string { return prefix + "-" + t.Name }

@@ -1,0 +1,138 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+var _ message.Subscriber = (*Subscriber)(nil)
+
+// ErrNoStream is returned by Subscribe for a table without a stream.
+var ErrNoStream = errors.New("table has no stream")
+
+// Subscriber is a Watermill message.Subscriber over DynamoDB Streams: the
+// topic is a table name, and each change to the table's items becomes a
+// message whose payload is a Record.
+//
+// Within a shard, records are delivered in order and one at a time: the
+// next only after the previous one is acked; a nacked record is delivered
+// again after a backoff. A child shard is read only once its parent is
+// finished. Every ack is checkpointed in the lease store, so a restart
+// resumes after the last acked record, and instances of one consumer group
+// split the shards between them by leases: a shard is read by one
+// instance at a time.
+type Subscriber struct {
+	config SubscriberConfig
+	logger watermill.LoggerAdapter
+
+	mu      sync.Mutex
+	streams map[string]*stream
+	closing chan struct{}
+	once    sync.Once
+	wg      sync.WaitGroup
+
+	trimmed atomic.Int64
+}
+
+// NewSubscriber returns a subscriber configured by config (defaults filled
+// in, then validated). A nil logger logs nothing.
+func NewSubscriber(config SubscriberConfig, logger watermill.LoggerAdapter) (*Subscriber, error) {
+	config.setDefaults()
+	if err := config.Validate(); err != nil {
+		return nil, fmt.Errorf("streams subscriber config: %w", err)
+	}
+	if logger == nil {
+		logger = watermill.NopLogger{}
+	}
+	return &Subscriber{
+		config:  config,
+		logger:  logger.With(watermill.LogFields{"consumer_group": config.ConsumerGroup, "owner": config.OwnerID}),
+		streams: map[string]*stream{},
+		closing: make(chan struct{}),
+	}, nil
+}
+
+// Subscribe reads the stream of the table named topic. It returns once the
+// stream and the lease store answered; the channel is closed when ctx ends
+// or the subscriber is closed, after the shards were handed back. Each
+// topic can be subscribed once per Subscriber; messages' contexts are not
+// cancelled by Close.
+func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.closing:
+		return nil, errors.New("streams subscriber closed")
+	default:
+	}
+	if _, ok := s.streams[topic]; ok {
+		return nil, fmt.Errorf("table %s: already subscribed", topic)
+	}
+	arn, err := s.streamARN(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	st := newStream(s, topic, arn, context.WithoutCancel(ctx))
+	if err := st.start(ctx); err != nil {
+		return nil, fmt.Errorf("table %s: %w", topic, err)
+	}
+	s.streams[topic] = st
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		st.run(ctx)
+		// Ended by its context: the table may be subscribed again.
+		s.mu.Lock()
+		delete(s.streams, topic)
+		s.mu.Unlock()
+	}()
+	return st.out, nil
+}
+
+func (s *Subscriber) streamARN(ctx context.Context, table string) (string, error) {
+	out, err := s.config.Tables.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		return "", fmt.Errorf("describe table %s: %w", table, err)
+	}
+	t := out.Table
+	if t == nil || aws.ToString(t.LatestStreamArn) == "" ||
+		(t.StreamSpecification != nil && !aws.ToBool(t.StreamSpecification.StreamEnabled)) {
+		return "", fmt.Errorf("table %s: %w (enable one with a NEW_AND_OLD_IMAGES view)", table, ErrNoStream)
+	}
+	return aws.ToString(t.LatestStreamArn), nil
+}
+
+// Close stops reading every stream: each shard waits up to CloseTimeout
+// for its delivered record to be acked and checkpointed, then its lease
+// is released (best effort) so another instance takes it at once. Close
+// returns when every output channel is closed.
+func (s *Subscriber) Close() error {
+	s.once.Do(func() {
+		s.mu.Lock()
+		close(s.closing)
+		s.mu.Unlock()
+		s.wg.Wait()
+	})
+	return nil
+}
+
+// TrimmedCount counts the gaps of trimmed records met so far (see
+// SubscriberConfig.OnTrimmed).
+func (s *Subscriber) TrimmedCount() int64 { return s.trimmed.Load() }
+
+func (s *Subscriber) reportTrimmed(t Trimmed) {
+	s.trimmed.Add(1)
+	s.logger.Error("Stream records were trimmed before they were read; they are lost, reading goes on from the oldest record left", t.Err,
+		watermill.LogFields{"table": t.Table, "shard_id": t.ShardID, "after_sequence_number": t.After})
+	if s.config.OnTrimmed != nil {
+		s.config.OnTrimmed(t)
+	}
+}
