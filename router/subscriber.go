@@ -188,10 +188,16 @@ func (q *queue) receive(ctx context.Context, out chan<- *message.Message) {
 				return
 			default:
 			}
-			s.inFlight.Add(1)
 			msg := toMessage(m)
-			out <- msg
-			go q.settle(m, msg)
+			select {
+			case out <- msg:
+				s.inFlight.Add(1)
+				go q.settle(m, msg)
+			case <-ctx.Done():
+				// Nobody takes it any more: give it back now.
+				s.setVisibility(q.url, m, 0)
+				q.release(1)
+			}
 		}
 	}
 }

@@ -45,6 +45,11 @@ func provisionTable(ctx context.Context, db *dynamodb.Client, name string, t Tab
 		}); err != nil {
 			return fmt.Errorf("enable stream: %w", err)
 		}
+		// The table is UPDATING until the stream is on; AWS refuses the
+		// TTL change meanwhile.
+		if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 2*time.Minute); err != nil {
+			return err
+		}
 	}
 	if t.TTLAttribute == "" {
 		return nil

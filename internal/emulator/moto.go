@@ -18,8 +18,10 @@ import (
 // Moto is a running moto server on 127.0.0.1.
 type Moto struct {
 	// URL is the endpoint, e.g. http://127.0.0.1:41234.
-	URL string
-	cmd *exec.Cmd
+	URL    string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	log    *os.File
 }
 
 // StartMoto starts moto_server (or `python3 -m moto.server`) on a free
@@ -39,19 +41,25 @@ func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
 	}
 	// Its own process group, so Stop also ends any worker it forks.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	m := &Moto{URL: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, exited: make(chan struct{})}
 	if logPath != "" {
 		f, err := os.Create(logPath)
 		if err != nil {
 			return nil, err
 		}
-		cmd.Stdout, cmd.Stderr = f, f
+		cmd.Stdout, cmd.Stderr, m.log = f, f, f
 	}
 	if err := cmd.Start(); err != nil {
+		m.closeLog()
 		return nil, fmt.Errorf("start moto server (install it with pip install 'moto[server]'): %w", err)
 	}
-	m := &Moto{URL: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd}
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	go func() {
+		err := cmd.Wait()
+		m.closeLog()
+		close(m.exited)
+		exited <- err
+	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
@@ -71,10 +79,17 @@ func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
 	return nil, errors.New("moto server did not answer within 30s")
 }
 
-// Stop ends the server.
+// Stop ends the server and waits until it has exited, so its port is free.
 func (m *Moto) Stop() {
 	if m.cmd.Process != nil {
 		_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
+		<-m.exited
+	}
+}
+
+func (m *Moto) closeLog() {
+	if m.log != nil {
+		_ = m.log.Close()
 	}
 }
 
