@@ -66,6 +66,9 @@ type Config struct {
 	// sweeps; 0 disables them. TRANSIT_SWEEP_INTERVAL, --sweep-interval;
 	// default 1m.
 	SweepInterval time.Duration
+	// StreamRules adds fan-in rules (a JSON array; see router.StreamRule)
+	// to the built-in one. TRANSIT_STREAM_RULES, --stream-rules.
+	StreamRules string
 	// LogLevel is debug, info, warn or error. TRANSIT_LOG_LEVEL,
 	// --log-level; default info.
 	LogLevel string
@@ -101,6 +104,7 @@ func Bind(fs *flag.FlagSet, c *Config) *Binder {
 	b.str(&c.ProviderURL, "provider-url", "TRANSIT_PROVIDER_URL", "", "sandbox provider base URL")
 	b.duration(&c.ProviderTimeout, "provider-timeout", "TRANSIT_PROVIDER_TIMEOUT", 10*time.Second, "time limit of one provider call")
 	b.duration(&c.SweepInterval, "sweep-interval", "TRANSIT_SWEEP_INTERVAL", time.Minute, "expiry and cleanup sweep period; 0 disables")
+	b.str(&c.StreamRules, "stream-rules", "TRANSIT_STREAM_RULES", "", "extra stream fan-in rules, a JSON array")
 	b.str(&c.LogLevel, "log-level", "TRANSIT_LOG_LEVEL", "info", "debug, info, warn or error")
 	return b
 }

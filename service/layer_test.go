@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dynamodbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/google/uuid"
@@ -224,4 +227,62 @@ func (s *stack) lambdaVersions(region, pkg string) []int64 {
 		vs = append(vs, v.Version)
 	}
 	return vs
+}
+
+// TestLayers_removal_through_the_stream: deleting a deprecated version's
+// item (standing in for its TTL expiry) reaches the fan-in, which sends
+// layer.removed; the Lambda version is deleted and layer.version-deleted
+// published once, although the fan-in crashed before sending the command
+// the first time and was restarted.
+func TestLayers_removal_through_the_stream(t *testing.T) {
+	s := newStack(t)
+	setup := s.serve(service.ServeOptions{})
+	const region, pkg = "us-east-1", "requests"
+	for v := 1; v <= 2; v++ {
+		s.publish(region, pkg, v, s.publishLambdaLayer(region, pkg))
+	}
+	require.NoError(t, setup())
+
+	crashed := make(chan struct{})
+	stop := s.serve(service.ServeOptions{WrapPublisher: func(p message.Publisher) message.Publisher {
+		return &crashingPublisher{Publisher: p, typ: messages.LayerRemoved, crash: func() { close(crashed) }}
+	}})
+	_, err := s.svc.DynamoDB.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
+		TableName: aws.String(store.TableName(s.cfg.Prefix, store.Layers)),
+		Key: map[string]dynamodbtypes.AttributeValue{
+			"pk": &dynamodbtypes.AttributeValueMemberS{Value: "lyr#" + region + "." + pkg},
+			"sk": &dynamodbtypes.AttributeValueMemberS{Value: "lyrVrsn#v1"},
+		},
+	})
+	require.NoError(t, err)
+	select {
+	case <-crashed:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the fan-in never turned the removal into a command")
+	}
+	_ = stop()
+	assert.ElementsMatch(t, []int64{1, 2}, s.lambdaVersions(region, pkg), "nothing deleted before the crash")
+
+	s.serve(service.ServeOptions{})
+	deleted := func(evs []service.TapEvent) []service.TapEvent {
+		var out []service.TapEvent
+		for _, ev := range evs {
+			if ev.Envelope.Type == messages.LayerVersionDeleted {
+				out = append(out, ev)
+			}
+		}
+		return out
+	}
+	events := s.collect(90*time.Second, func(evs []service.TapEvent) bool { return len(deleted(evs)) > 0 })
+	p := payloadOf[messages.LayerRemovedPayload](t, deleted(events)[0])
+	assert.Equal(t, 1, p.Version)
+	assert.Equal(t, []int64{2}, s.lambdaVersions(region, pkg), "v1 is gone from Lambda, v2 stays")
+	// However often the record and its command were delivered, one event ID.
+	time.Sleep(2 * time.Second)
+	events = s.collect(time.Second, func([]service.TapEvent) bool { return true })
+	ids := map[string]bool{}
+	for _, ev := range deleted(events) {
+		ids[ev.MessageID] = true
+	}
+	assert.Len(t, ids, 1)
 }

@@ -18,6 +18,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
@@ -29,6 +30,7 @@ import (
 	"transit/provider"
 	"transit/router"
 	"transit/store"
+	"transit/streams"
 )
 
 // Service holds one stack's clients and settings.
@@ -112,8 +114,9 @@ type ServeOptions struct {
 	Now func() time.Time
 }
 
-// Serve consumes every domain's commands until ctx is cancelled, then
-// drains: it stops receiving, lets in-flight commands finish and acks them.
+// Serve consumes every domain's commands, and the streams of the tables
+// the fan-in rules read, until ctx is cancelled, then drains: it stops
+// receiving, lets in-flight commands finish and acks them.
 func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 	if opts.Provider == nil {
 		if err := s.Config.RequireProvider(); err != nil {
@@ -160,6 +163,24 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 		if err := router.Register(r, rcfg, d, sub, out, h); err != nil {
 			return err
 		}
+	}
+	rules, err := router.ParseStreamRules(s.Config.StreamRules)
+	if err != nil {
+		return fmt.Errorf("TRANSIT_STREAM_RULES (--stream-rules): %w", err)
+	}
+	rules = append([]router.StreamRule{router.LayerRemovedRule}, rules...)
+	fanin, err := streams.NewSubscriber(streams.SubscriberConfig{
+		Tables:        s.DynamoDB,
+		Streams:       dynamodbstreams.NewFromConfig(s.AWS),
+		Leases:        streams.NewDynamoDBLeaseStore(s.DynamoDB, store.TableName(s.Config.Prefix, store.StreamLeases)),
+		ConsumerGroup: "fan-in",
+		CloseTimeout:  s.Config.DrainTimeout,
+	}, logger)
+	if err != nil {
+		return fmt.Errorf("stream fan-in: %w", err)
+	}
+	for _, t := range router.StreamedTables(rules) {
+		router.RegisterFanIn(r, store.TableName(s.Config.Prefix, t), t.Name, fanin, out, rules, logger)
 	}
 	if s.Config.SweepInterval > 0 {
 		go s.sweep(ctx, pub, opts.Now)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -84,12 +83,6 @@ func key(pk, sk string) map[string]types.AttributeValue {
 
 func layerEntity(region, pkg string, version int) string {
 	return fmt.Sprintf("LAYER#%s.%s#%d", region, pkg, version)
-}
-
-// IsLayerVersionKey reports whether a Layers key is a layer version item
-// (not a pointer or a build), and which: the stream fan-in's rule.
-func IsLayerVersionKey(pk, sk string) bool {
-	return strings.HasPrefix(pk, "lyr#") && strings.HasPrefix(sk, "lyrVrsn#v")
 }
 
 // PublishLayer records a published layer version in one transaction: the
