@@ -128,7 +128,7 @@ func (h *Sandbox) expireSweep(ctx context.Context, c store.Cmd) ([]messages.Out,
 	}
 	outs := make([]messages.Out, 0, len(overdue))
 	for _, sb := range overdue {
-		outs = append(outs, messages.Out{Type: messages.SandboxExpire, Key: sb.SandboxID, At: c.At,
+		outs = append(outs, messages.Out{Type: messages.SandboxExpire, Key: sb.SandboxID, At: c.At, Command: true,
 			Payload: messages.SandboxExpirePayload{SandboxID: sb.SandboxID}})
 	}
 	return outs, nil
@@ -170,7 +170,7 @@ func (h *Sandbox) cleanupSweep(ctx context.Context, c store.Cmd) ([]messages.Out
 	}
 	outs := make([]messages.Out, 0, len(pending))
 	for _, sb := range pending {
-		outs = append(outs, messages.Out{Type: messages.SandboxCleanup, Key: sb.SandboxID, At: c.At,
+		outs = append(outs, messages.Out{Type: messages.SandboxCleanup, Key: sb.SandboxID, At: c.At, Command: true,
 			Payload: messages.SandboxCleanupPayload{SandboxID: sb.SandboxID}})
 	}
 	return outs, nil

@@ -56,6 +56,9 @@ type Out struct {
 	// Key, when set, makes the message ID unique per key for the same
 	// causing command and type (a sweep's fan-out produces one per sandbox).
 	Key string
+	// Command sends it to its domain's command queue instead of the event
+	// topic (a sweep's fan-out).
+	Command bool
 }
 
 // idNamespace roots every derived message ID.

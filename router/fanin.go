@@ -140,7 +140,7 @@ func (r StreamRule) command(rec streams.Record) (*message.Message, error) {
 	msg := message.NewMessage(id, body)
 	msg.Metadata.Set(messages.TypeAttribute, string(r.Command))
 	msg.Metadata.Set(messages.CorrelationAttribute, id)
-	return msg, nil
+	return AsCommand(msg), nil
 }
 
 // RegisterFanIn adds a handler turning the stream of one table (table is

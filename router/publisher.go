@@ -13,6 +13,18 @@ import (
 // can emit events and send commands.
 const ByType = "by-type"
 
+// kindKey marks a message bound for a command queue: a command may share
+// its name with the event that reports it (layer.published), so the type
+// alone cannot say. Publisher removes it before sending.
+const kindKey = "_transit_kind"
+
+// AsCommand marks msg as a command for its domain's queue, for Publish
+// with ByType.
+func AsCommand(msg *message.Message) *message.Message {
+	msg.Metadata.Set(kindKey, "command")
+	return msg
+}
+
 // Publisher sends to the stack's SNS topics and SQS queues. Publish takes
 // ByType or the name of one of the stack's queues or topics (the DLQ path
 // names its queue).
@@ -63,7 +75,9 @@ func (p *Publisher) resolve(topic string, msg *message.Message) (dest string, is
 		return topic, isTopic, nil
 	}
 	t := messages.Type(msg.Metadata.Get(messages.TypeAttribute))
-	dest, isTopic, ok := p.stack.destination(t)
+	command := msg.Metadata.Get(kindKey) == "command"
+	delete(msg.Metadata, kindKey)
+	dest, isTopic, ok := p.stack.destination(t, command)
 	if !ok {
 		return "", false, fmt.Errorf("publish: no destination for type %q", t)
 	}

@@ -45,16 +45,17 @@ func (s Stack) Topics() []string {
 	return ts
 }
 
-// destination resolves where a message of type t goes: events to their
-// domain's topic, commands to their domain's queue.
-func (s Stack) destination(t messages.Type) (name string, isTopic bool, ok bool) {
+// destination resolves where a message of type t goes: a command to its
+// domain's queue, an event to its domain's topic.
+func (s Stack) destination(t messages.Type, command bool) (name string, isTopic bool, ok bool) {
 	d, ok := messages.DomainOf(t)
 	switch {
 	case !ok:
 		return "", false, false
-	case messages.IsEvent(t):
-		return s.EventTopic(d), true, true
-	default:
+	case command && messages.IsCommand(t):
 		return s.CommandQueue(d), false, true
+	case !command && messages.IsEvent(t):
+		return s.EventTopic(d), true, true
 	}
+	return "", false, false
 }

@@ -97,6 +97,9 @@ func handle(d messages.Domain, h Handler, timeout time.Duration) message.Handler
 			m := message.NewMessage(id, body)
 			m.Metadata.Set(messages.TypeAttribute, string(out.Type))
 			m.Metadata.Set(messages.CorrelationAttribute, cmd.CorrelationID)
+			if out.Command {
+				AsCommand(m)
+			}
 			produced = append(produced, m)
 		}
 		return produced, nil

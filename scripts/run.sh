@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make run: the sandbox broker on a local emulator, with a short demo.
+# make run: transit on a local emulator, with a short demo of the sandbox
+# broker and of a layer's life (published, deprecated, removed, deleted).
 # Starts moto server if nothing answers at AWS_ENDPOINT_URL, provisions the
 # stack, starts a stand-in sandbox provider and `transit serve`, sends a few
 # commands printing their events, then keeps serving until Ctrl-C.
@@ -47,6 +48,37 @@ step "cleanup sweep: the provider deletes it"
 $T send sandbox.cleanup --wait
 step "the pool now"
 $T query sandboxes
+
+# Layers: two versions of a package published to (emulated) Lambda; the
+# second deprecates the first. moto never expires TTL items, so the demo
+# deletes the deprecated item itself, as TTL would, and the stream fan-in
+# deletes the layer version from Lambda.
+lambda_layer() { python3 - "$@" <<'PY'
+import io, os, sys, zipfile, boto3
+buf = io.BytesIO()
+with zipfile.ZipFile(buf, "w") as z:
+    z.writestr("python/demo.py", "# demo layer\n")
+lam = boto3.client("lambda", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name="us-east-1")
+print(lam.publish_layer_version(LayerName=sys.argv[1], Content={"ZipFile": buf.getvalue()})["LayerVersionArn"])
+PY
+}
+prefix=${TRANSIT_PREFIX:-transit}
+step "layer requests v1 published"
+$T send layer.published --wait --json "{\"region\":\"us-east-1\",\"package\":\"requests\",\"version\":1,\"arn\":\"$(lambda_layer "$prefix-requests")\"}"
+step "layer requests v2 published: v1 is deprecated, with a TTL"
+$T send layer.published --wait --json "{\"region\":\"us-east-1\",\"package\":\"requests\",\"version\":2,\"arn\":\"$(lambda_layer "$prefix-requests")\"}"
+$T query layers --layer-region us-east-1
+step "v1's TTL expires (played by deleting its item): the fan-in deletes it from Lambda"
+$T watch --domain layer --type layer.version-deleted --count 1 --timeout 60s &
+watcher=$!
+sleep 1
+python3 - "$prefix" <<'PY'
+import os, sys, boto3
+ddb = boto3.client("dynamodb", endpoint_url=os.environ.get("AWS_ENDPOINT_URL_DYNAMODB", os.environ["AWS_ENDPOINT_URL"]), region_name="us-east-1")
+ddb.delete_item(TableName=sys.argv[1] + "-Layers", Key={"pk": {"S": "lyr#us-east-1.requests"}, "sk": {"S": "lyrVrsn#v1"}})
+PY
+wait "$watcher"
+$T query layers --layer-region us-east-1
 echo
 echo "transit serve keeps running (log: bin/serve.log). Try:"
 echo "  bin/transit send sandbox.allocate --track_id my-track --wait"

@@ -261,7 +261,7 @@ func NewCommandMessage(id string, t messages.Type, payload any, now time.Time) (
 	msg := message.NewMessage(id, body)
 	msg.Metadata.Set(messages.TypeAttribute, string(t))
 	msg.Metadata.Set(messages.CorrelationAttribute, id)
-	return msg, nil
+	return router.AsCommand(msg), nil
 }
 
 // Send sends a command to its domain's queue, as a producer would.

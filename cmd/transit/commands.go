@@ -148,12 +148,23 @@ func runSend(ctx context.Context, args []string) error {
 }
 
 // payloadFlags adds a --field flag for every string or number field of a
-// payload struct.
+// payload struct (embedded structs included), except where a setting has
+// the name already (--region): those go through --json.
 func payloadFlags(fs *flag.FlagSet, payload any) {
-	v := reflect.ValueOf(payload).Elem()
+	addFieldFlags(fs, reflect.ValueOf(payload).Elem())
+}
+
+func addFieldFlags(fs *flag.FlagSet, v reflect.Value) {
 	for i := 0; i < v.NumField(); i++ {
-		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
-		f := v.Field(i)
+		f, sf := v.Field(i), v.Type().Field(i)
+		if sf.Anonymous && f.Kind() == reflect.Struct {
+			addFieldFlags(fs, f)
+			continue
+		}
+		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if fs.Lookup(name) != nil {
+			continue
+		}
 		switch f.Kind() {
 		case reflect.String:
 			fs.Func(name, "payload field "+name, func(s string) error { f.SetString(s); return nil })
@@ -173,6 +184,58 @@ func commandTypes() []messages.Type {
 		ts = append(ts, messages.Commands(d)...)
 	}
 	return ts
+}
+
+// runWatch prints the events of some domains as they are published.
+func runWatch(ctx context.Context, args []string) error {
+	var domains, eventType string
+	var count int
+	var timeout time.Duration
+	svc, _, err := setup(ctx, "watch", args, func(fs *flag.FlagSet) {
+		fs.StringVar(&domains, "domain", "sandbox,layer", "comma-separated domains whose events to print")
+		fs.StringVar(&eventType, "type", "", "stop counting only at events of this type")
+		fs.IntVar(&count, "count", 0, "exit after this many events (0: run until Ctrl-C or --timeout)")
+		fs.DurationVar(&timeout, "timeout", 0, "exit with an error if --count events have not come by then")
+	})
+	if err != nil {
+		return err
+	}
+	var ds []messages.Domain
+	for _, d := range strings.Split(domains, ",") {
+		ds = append(ds, messages.Domain(strings.TrimSpace(d)))
+	}
+	tap, err := svc.NewTap(ctx, "", ds...)
+	if err != nil {
+		return err
+	}
+	defer tap.Close(ctx)
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	fmt.Fprintf(os.Stderr, "watching %s events\n", domains)
+	seen := 0
+	for ctx.Err() == nil {
+		events, err := tap.Receive(ctx, 5)
+		if err != nil {
+			break
+		}
+		for _, ev := range events {
+			out, _ := json.Marshal(ev.Envelope)
+			fmt.Println(string(out))
+			if eventType == "" || string(ev.Envelope.Type) == eventType {
+				seen++
+			}
+			if count > 0 && seen >= count {
+				return nil
+			}
+		}
+	}
+	if count > 0 {
+		return fmt.Errorf("%d of %d events within %s", seen, count, timeout)
+	}
+	return nil
 }
 
 func runDLQ(ctx context.Context, args []string) error {
@@ -224,7 +287,7 @@ func queueURL(ctx context.Context, svc *service.Service, name string) (string, e
 }
 
 func runQuery(ctx context.Context, args []string) error {
-	usage := errors.New("usage: transit query sandboxes [--status S] [--track T] | layers [--region R] [--package P] | builds [--package P]")
+	usage := errors.New("usage: transit query sandboxes [--status S] [--track T] | layers [--layer-region R] [--package P] | builds [--package P]")
 	if len(args) == 0 {
 		return usage
 	}
@@ -266,13 +329,14 @@ func querySandboxes(ctx context.Context, args []string) error {
 	return w.Flush()
 }
 
-// queryLayers answers the seed's layer access patterns: with a region and
+// queryLayers answers the seed's layer access patterns (--region is the
+// AWS region setting, hence --layer-region): with a region and
 // a package, the latest version there (the pointer); with a package, its
 // latest version in every region; with a region, every deployed version.
 func queryLayers(ctx context.Context, args []string) error {
 	var region, pkg string
 	svc, _, err := setup(ctx, "query layers", args, func(fs *flag.FlagSet) {
-		fs.StringVar(&region, "region", "", "layers deployed in this region")
+		fs.StringVar(&region, "layer-region", "", "layers deployed in this region")
 		fs.StringVar(&pkg, "package", "", "layers of this package")
 	})
 	if err != nil {
@@ -292,7 +356,7 @@ func queryLayers(ctx context.Context, args []string) error {
 	case region != "":
 		vs, err = svc.Store.RegionLayers(ctx, region)
 	default:
-		return errors.New("--region, --package or both")
+		return errors.New("--layer-region, --package or both")
 	}
 	if err != nil {
 		return err

@@ -21,6 +21,7 @@ var subcommands = map[string]subcommand{
 	"serve":         {"serve                       consume commands until SIGTERM, then drain", runServe},
 	"provision":     {"provision                   create tables, queues, DLQs, topics and subscriptions (idempotent)", runProvision},
 	"send":          {"send TYPE [--json J | --FIELD V ...] [--wait]   send a command; --wait prints its event", runSend},
+	"watch":         {"watch [--domain D,…] [--type T] [--count N] [--timeout T]   print events as they are published", runWatch},
 	"dlq":           {"dlq list|redrive [--domain D]   show or move back dead-lettered commands", runDLQ},
 	"query":         {"query sandboxes|layers|builds [flags]   the seeds' access patterns, from the indexes", runQuery},
 	"provider-stub": {"provider-stub [--listen ADDR]   a local stand-in for the sandbox provider", runProviderStub},
@@ -46,7 +47,7 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: transit SUBCOMMAND [flags]   (each subcommand takes -h)")
-	for _, name := range []string{"serve", "provision", "send", "dlq", "query", "provider-stub", "bench"} {
+	for _, name := range []string{"serve", "provision", "send", "watch", "dlq", "query", "provider-stub", "bench"} {
 		fmt.Fprintln(os.Stderr, "  "+subcommands[name].usage)
 	}
 }
