@@ -176,13 +176,7 @@ func (s *Store) MarkDeletion(ctx context.Context, cmd Cmd, sandboxID, trackID st
 			err := s.recordRejection(ctx, cmd, sandboxEntity(sandboxID), &Rejection{Reason: reason, At: cmd.At}, &replayed)
 			return replayed, err
 		}
-		next := sb
-		next.Status = StatusPendingDeletion
-		next.DeletionRequestedAt = now
-		next.UpdatedAt = now
-		update := expression.Set(expression.Name("status"), expression.Value(StatusPendingDeletion)).
-			Set(expression.Name("deletion_requested_at"), expression.Value(now)).
-			Set(expression.Name("updated_at"), expression.Value(now))
+		next, update := toPendingDeletion(sb, now)
 		cond := expression.AttributeExists(expression.Name("PK")).
 			And(expression.Name("status").Equal(expression.Value(StatusAllocated))).
 			And(expression.Name("allocated_to_track").Equal(expression.Value(trackID))).
@@ -236,13 +230,7 @@ func (s *Store) Expire(ctx context.Context, cmd Cmd, sandboxID string) (Sandbox,
 		var replayed Sandbox
 		return replayed, s.recordRejection(ctx, cmd, sandboxEntity(sandboxID), &Rejection{Reason: reason, At: cmd.At}, &replayed)
 	}
-	next := sb
-	next.Status = StatusPendingDeletion
-	next.DeletionRequestedAt = now
-	next.UpdatedAt = now
-	update := expression.Set(expression.Name("status"), expression.Value(StatusPendingDeletion)).
-		Set(expression.Name("deletion_requested_at"), expression.Value(now)).
-		Set(expression.Name("updated_at"), expression.Value(now))
+	next, update := toPendingDeletion(sb, now)
 	// The same allocation that was read: a release and re-allocation in
 	// between must not be expired.
 	cond := expression.Name("status").Equal(expression.Value(StatusAllocated)).
@@ -251,6 +239,16 @@ func (s *Store) Expire(ctx context.Context, cmd Cmd, sandboxID string) (Sandbox,
 		return Sandbox{}, fmt.Errorf("expire %s: %w", sandboxID, err)
 	}
 	return next, nil
+}
+
+// toPendingDeletion is sb released at now, and the update that releases it.
+func toPendingDeletion(sb Sandbox, now int64) (Sandbox, expression.UpdateBuilder) {
+	sb.Status = StatusPendingDeletion
+	sb.DeletionRequestedAt = now
+	sb.UpdatedAt = now
+	return sb, expression.Set(expression.Name("status"), expression.Value(StatusPendingDeletion)).
+		Set(expression.Name("deletion_requested_at"), expression.Value(now)).
+		Set(expression.Name("updated_at"), expression.Value(now))
 }
 
 // OverdueAllocations lists allocations whose lab window has closed by now,
