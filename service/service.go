@@ -185,11 +185,16 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 	if s.Config.SweepInterval > 0 {
 		go s.sweep(ctx, pub, opts.Now)
 	}
+	closed := make(chan error, 1)
 	go func() {
 		<-ctx.Done()
-		_ = r.Close()
+		closed <- r.Close()
 	}()
-	return r.Run(ctx)
+	if err := r.Run(ctx); err != nil && ctx.Err() == nil {
+		return err
+	}
+	// Asked to stop, perhaps while still starting: what counts is the drain.
+	return <-closed
 }
 
 // publisher sends events to SNS and commands to SQS. Topic ARNs are
