@@ -91,13 +91,19 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	url := aws.ToString(got.QueueUrl)
 	out := make(chan *message.Message)
 	q := newQueue(s, url)
+	// Stopping does not cut a receive short at once: SQS may already have
+	// handed it messages, which would then stay invisible for the whole
+	// visibility timeout. A receive in progress gets receiveGrace to
+	// return (a busy queue answers at once) and what it brings is given
+	// back; only an idle long poll is cancelled.
 	receiveCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	go func() {
 		select {
 		case <-s.closing:
 		case <-ctx.Done():
 		}
-		cancel()
+		close(q.stop)
+		time.AfterFunc(receiveGrace, cancel)
 	}()
 	// One receive loop per ten slots: a receive returns at most ten messages.
 	loops := (s.config.Concurrency + 9) / 10
@@ -127,6 +133,8 @@ type queue struct {
 	sub   *Subscriber
 	url   string
 	slots chan struct{}
+	// stop is closed when the subscription stops receiving.
+	stop chan struct{}
 	// pending are acked messages waiting to be deleted in a batch.
 	pending chan pendingDelete
 }
@@ -137,12 +145,16 @@ type pendingDelete struct {
 	done chan struct{}
 }
 
+// receiveGrace is how long a receive in progress when the subscription
+// stops may take to return before it is cancelled.
+const receiveGrace = 2 * time.Second
+
 // deleteLinger is the longest an acked message waits for others to share
 // its DeleteMessageBatch.
 const deleteLinger = 5 * time.Millisecond
 
 func newQueue(s *Subscriber, url string) *queue {
-	q := &queue{sub: s, url: url, slots: make(chan struct{}, s.config.Concurrency), pending: make(chan pendingDelete, 10)}
+	q := &queue{sub: s, url: url, slots: make(chan struct{}, s.config.Concurrency), stop: make(chan struct{}), pending: make(chan pendingDelete, 10)}
 	go q.deleteBatches()
 	return q
 }
@@ -150,8 +162,8 @@ func newQueue(s *Subscriber, url string) *queue {
 func (q *queue) receive(ctx context.Context, out chan<- *message.Message) {
 	s := q.sub
 	logFields := watermill.LogFields{"queue": q.url}
-	for ctx.Err() == nil {
-		n := q.acquire(ctx, 10)
+	for !q.stopped() {
+		n := q.acquire(10)
 		if n == 0 {
 			return
 		}
@@ -170,43 +182,45 @@ func (q *queue) receive(ctx context.Context, out chan<- *message.Message) {
 			s.logger.Error("Cannot receive messages", err, logFields)
 			select {
 			case <-time.After(time.Second):
-			case <-ctx.Done():
+			case <-q.stop:
 			}
 			continue
 		}
 		q.release(n - len(res.Messages))
-		for i, m := range res.Messages {
-			select {
-			case <-ctx.Done():
-				// Closing: give back what was received but not handed out,
-				// so another consumer takes it now rather than after the
-				// visibility timeout.
-				for _, rest := range res.Messages[i:] {
-					s.setVisibility(q.url, rest, 0)
+		for _, m := range res.Messages {
+			if !q.stopped() {
+				msg := toMessage(m)
+				select {
+				case out <- msg:
+					s.inFlight.Add(1)
+					go q.settle(m, msg)
+					continue
+				case <-q.stop:
 				}
-				q.release(len(res.Messages) - i)
-				return
-			default:
 			}
-			msg := toMessage(m)
-			select {
-			case out <- msg:
-				s.inFlight.Add(1)
-				go q.settle(m, msg)
-			case <-ctx.Done():
-				// Nobody takes it any more: give it back now.
-				s.setVisibility(q.url, m, 0)
-				q.release(1)
-			}
+			// Stopping: give back what was received but not handed out, so
+			// another consumer takes it now rather than after the
+			// visibility timeout.
+			s.setVisibility(q.url, m, 0)
+			q.release(1)
 		}
 	}
 }
 
+func (q *queue) stopped() bool {
+	select {
+	case <-q.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // acquire takes up to max free slots, waiting for at least one.
-func (q *queue) acquire(ctx context.Context, max int) int {
+func (q *queue) acquire(max int) int {
 	select {
 	case q.slots <- struct{}{}:
-	case <-ctx.Done():
+	case <-q.stop:
 		return 0
 	}
 	n := 1
