@@ -185,16 +185,23 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 	if s.Config.SweepInterval > 0 {
 		go s.sweep(ctx, pub, opts.Now)
 	}
-	closed := make(chan error, 1)
-	go func() {
-		<-ctx.Done()
-		closed <- r.Close()
-	}()
-	if err := r.Run(ctx); err != nil && ctx.Err() == nil {
+	ran := make(chan error, 1)
+	go func() { ran <- r.Run(ctx) }()
+	select {
+	case <-r.Running():
+	case err := <-ran:
+		if ctx.Err() != nil {
+			return nil // asked to stop while starting
+		}
 		return err
 	}
-	// Asked to stop, perhaps while still starting: what counts is the drain.
-	return <-closed
+	<-ctx.Done()
+	// Only a running router may be closed: Close during RunHandlers waits
+	// on the router's own lock until its timeout.
+	if err := r.Close(); err != nil {
+		return err
+	}
+	return <-ran
 }
 
 // publisher sends events to SNS and commands to SQS. Topic ARNs are
