@@ -66,6 +66,11 @@ type Config struct {
 	// sweeps; 0 disables them. TRANSIT_SWEEP_INTERVAL, --sweep-interval;
 	// default 1m.
 	SweepInterval time.Duration
+	// Domains lists the domains whose commands serve consumes
+	// (comma-separated; empty for all), so a domain can get its own
+	// consumers. The fan-in rules that send a served domain's commands run
+	// with it. TRANSIT_DOMAINS, --domains.
+	Domains string
 	// StreamRules adds fan-in rules (a JSON array; see router.StreamRule)
 	// to the built-in one. TRANSIT_STREAM_RULES, --stream-rules.
 	StreamRules string
@@ -104,6 +109,7 @@ func Bind(fs *flag.FlagSet, c *Config) *Binder {
 	b.str(&c.ProviderURL, "provider-url", "TRANSIT_PROVIDER_URL", "", "sandbox provider base URL")
 	b.duration(&c.ProviderTimeout, "provider-timeout", "TRANSIT_PROVIDER_TIMEOUT", 10*time.Second, "time limit of one provider call")
 	b.duration(&c.SweepInterval, "sweep-interval", "TRANSIT_SWEEP_INTERVAL", time.Minute, "expiry and cleanup sweep period; 0 disables")
+	b.str(&c.Domains, "domains", "TRANSIT_DOMAINS", "", "domains whose commands to consume, comma-separated (default all)")
 	b.str(&c.StreamRules, "stream-rules", "TRANSIT_STREAM_RULES", "", "extra stream fan-in rules, a JSON array")
 	b.str(&c.LogLevel, "log-level", "TRANSIT_LOG_LEVEL", "info", "debug, info, warn or error")
 	return b

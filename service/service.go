@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -155,11 +157,18 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 		Concurrency:  s.Config.Concurrency,
 		DrainTimeout: s.Config.DrainTimeout,
 	}, logger)
+	served, err := servedDomains(s.Config.Domains)
+	if err != nil {
+		return err
+	}
 	domains := map[messages.Domain]router.Handler{
 		messages.Sandbox: handlers.NewSandbox(s.Store, opts.Provider, opts.Now),
 		messages.Layer:   handlers.NewLayer(s.Store, provider.NewLambda(s.AWS), opts.Now),
 	}
 	for d, h := range domains {
+		if !served[d] {
+			continue
+		}
 		if err := router.Register(r, rcfg, d, sub, out, h); err != nil {
 			return err
 		}
@@ -169,6 +178,10 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 		return fmt.Errorf("TRANSIT_STREAM_RULES (--stream-rules): %w", err)
 	}
 	rules = append([]router.StreamRule{router.LayerRemovedRule}, rules...)
+	rules = slices.DeleteFunc(rules, func(r router.StreamRule) bool {
+		d, _ := messages.DomainOf(r.Command)
+		return !served[d]
+	})
 	fanin, err := streams.NewSubscriber(streams.SubscriberConfig{
 		Tables:        s.DynamoDB,
 		Streams:       dynamodbstreams.NewFromConfig(s.AWS),
@@ -202,6 +215,26 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 		return err
 	}
 	return <-ran
+}
+
+// servedDomains parses TRANSIT_DOMAINS: every domain when empty.
+func servedDomains(list string) (map[messages.Domain]bool, error) {
+	served := map[messages.Domain]bool{}
+	known := messages.Domains()
+	if strings.TrimSpace(list) == "" {
+		for _, d := range known {
+			served[d] = true
+		}
+		return served, nil
+	}
+	for _, name := range strings.Split(list, ",") {
+		d := messages.Domain(strings.TrimSpace(name))
+		if !slices.Contains(known, d) {
+			return nil, fmt.Errorf("TRANSIT_DOMAINS (--domains): %q is not a domain; domains: %v", d, known)
+		}
+		served[d] = true
+	}
+	return served, nil
 }
 
 // publisher sends events to SNS and commands to SQS. Topic ARNs are

@@ -216,7 +216,8 @@ func startWorker(exe, dir, role, prefix string, concurrency int) (*worker, error
 	}
 	stats := filepath.Join(dir, fmt.Sprintf("%s-c%d.stats.json", role, concurrency))
 	cmd := exec.Command(exe, sub, "--prefix", prefix, "--concurrency", strconv.Itoa(concurrency),
-		"--stats-out", stats, "--sweep-interval", "0", "--provider-url", "http://127.0.0.1:9", "--log-level", "warn")
+		"--stats-out", stats, "--sweep-interval", "0", "--provider-url", "http://127.0.0.1:9", "--log-level", "warn",
+		"--domains", string(messages.Sandbox))
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", role, err)
