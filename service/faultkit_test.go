@@ -35,7 +35,6 @@ import (
 
 	"transit/config"
 	"transit/messages"
-	"transit/provider"
 	"transit/service"
 	"transit/store"
 )
@@ -529,25 +528,7 @@ func (s *stack) auditItems() map[string]auditItem {
 // (e.g. one whose AWS calls go through a proxy), as s.serve does with the
 // stack's own.
 func (s *stack) serveWith(svc *service.Service) (stop func() error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	opts := service.ServeOptions{Now: s.clock.Now, Provider: provider.New(s.cfg.ProviderURL, s.cfg.ProviderTimeout)}
-	go func() { done <- svc.Serve(ctx, opts) }()
-	var once sync.Once
-	var err error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case err = <-done:
-			case <-time.After(30 * time.Second):
-				err = fmt.Errorf("serve did not stop within 30s")
-			}
-		})
-		return err
-	}
-	s.t.Cleanup(func() { _ = stop() })
-	return stop
+	return s.serveOn(svc, service.ServeOptions{})
 }
 
 // network is a toxiproxy, in process, in front of each emulator (moto,

@@ -154,6 +154,11 @@ func (s *stack) url(name string) string {
 // serve runs one transit consumer until the test ends or stop is called;
 // stop waits for its drain and returns Serve's error.
 func (s *stack) serve(opts service.ServeOptions) (stop func() error) {
+	return s.serveOn(s.svc, opts)
+}
+
+// serveOn runs svc (the stack's, or one wired differently) as serve does.
+func (s *stack) serveOn(svc *service.Service, opts service.ServeOptions) (stop func() error) {
 	if opts.Now == nil {
 		opts.Now = s.clock.Now
 	}
@@ -162,7 +167,7 @@ func (s *stack) serve(opts service.ServeOptions) (stop func() error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.svc.Serve(ctx, opts) }()
+	go func() { done <- svc.Serve(ctx, opts) }()
 	var once sync.Once
 	var err error
 	stop = func() error {
