@@ -167,7 +167,14 @@ func (s *stack) serveOn(svc *service.Service, opts service.ServeOptions) (stop f
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- svc.Serve(ctx, opts) }()
+	go func() {
+		err := svc.Serve(ctx, opts)
+		if ctx.Err() == nil {
+			// Nothing asked it to stop: the test would only see a timeout.
+			s.t.Errorf("serve stopped by itself: %v", err)
+		}
+		done <- err
+	}()
 	var once sync.Once
 	var err error
 	stop = func() error {
@@ -258,7 +265,7 @@ func causedBy(events []service.TapEvent, id string) []service.TapEvent {
 // eventFor waits for the one event command id caused and checks its type.
 func (s *stack) eventFor(id string, want messages.Type) service.TapEvent {
 	s.t.Helper()
-	events := s.collect(30*time.Second, func(evs []service.TapEvent) bool { return len(causedBy(evs, id)) > 0 })
+	events := s.collect(60*time.Second, func(evs []service.TapEvent) bool { return len(causedBy(evs, id)) > 0 })
 	ev := causedBy(events, id)[0]
 	require.Equal(s.t, want, ev.Envelope.Type, "event of %s: %s", id, ev.Envelope.Payload)
 	require.Equal(s.t, string(want), ev.Attributes[messages.TypeAttribute], "type attribute")
