@@ -41,7 +41,7 @@ func NewLayer(st layerStore, lambda layerDeleter, now func() time.Time) *Layer {
 
 // Handle applies one layer command.
 func (h *Layer) Handle(ctx context.Context, cmd messages.Command) ([]messages.Out, error) {
-	c := store.Cmd{ID: cmd.ID, Type: string(cmd.Type), CorrelationID: cmd.CorrelationID, At: h.now()}
+	c := store.CmdOf(cmd, h.now())
 	switch p := cmd.Payload.(type) {
 	case *messages.LayerPublishedPayload:
 		return h.publish(ctx, c, p)

@@ -48,7 +48,7 @@ func NewSandbox(st sandboxStore, provider sandboxProvider, now func() time.Time)
 
 // Handle applies one sandbox command.
 func (h *Sandbox) Handle(ctx context.Context, cmd messages.Command) ([]messages.Out, error) {
-	c := store.Cmd{ID: cmd.ID, Type: string(cmd.Type), CorrelationID: cmd.CorrelationID, At: h.now()}
+	c := store.CmdOf(cmd, h.now())
 	switch p := cmd.Payload.(type) {
 	case *messages.SandboxAllocatePayload:
 		return h.allocate(ctx, c, p)

@@ -72,8 +72,8 @@ func (p *LayerPublishedPayload) Validate() error {
 	if err := p.LayerVersionPayload.Validate(); err != nil {
 		return err
 	}
-	if !layerARN.MatchString(p.ARN) {
-		return invalid("arn", "%q is not a Lambda layer version ARN", p.ARN)
+	if err := checkLayerARN(p.ARN); err != nil {
+		return err
 	}
 	if p.RequirementsHash != "" && !hashPattern.MatchString(p.RequirementsHash) {
 		return invalid("requirements_hash", "%q is not a hash", p.RequirementsHash)
@@ -115,8 +115,12 @@ func (p *LayerRemovedPayload) Validate() error {
 	if err := p.LayerVersionPayload.Validate(); err != nil {
 		return err
 	}
-	if !layerARN.MatchString(p.ARN) {
-		return invalid("arn", "%q is not a Lambda layer version ARN", p.ARN)
+	return checkLayerARN(p.ARN)
+}
+
+func checkLayerARN(arn string) error {
+	if !layerARN.MatchString(arn) {
+		return invalid("arn", "%q is not a Lambda layer version ARN", arn)
 	}
 	return nil
 }

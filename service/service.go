@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -45,6 +46,9 @@ type Service struct {
 	Stack    router.Stack
 	Store    *store.Store
 	Logger   *slog.Logger
+
+	resolverMu sync.Mutex
+	resolver   *wmsns.GenerateArnTopicResolver
 }
 
 // New loads the AWS configuration (the SDK's chain: environment, shared
@@ -262,12 +266,24 @@ func (s *Service) publisher(ctx context.Context, logger watermill.LoggerAdapter)
 	return router.NewPublisher(s.Stack, topics, queues), nil
 }
 
+// topicResolver builds topic ARNs in the caller's account, read from STS
+// once per Service (publishers, taps and sends all need it).
 func (s *Service) topicResolver(ctx context.Context) (*wmsns.GenerateArnTopicResolver, error) {
+	s.resolverMu.Lock()
+	defer s.resolverMu.Unlock()
+	if s.resolver != nil {
+		return s.resolver, nil
+	}
 	id, err := sts.NewFromConfig(s.AWS).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
 	if err != nil {
 		return nil, fmt.Errorf("read AWS account: %w", err)
 	}
-	return wmsns.NewGenerateArnTopicResolver(aws.ToString(id.Account), s.AWS.Region)
+	r, err := wmsns.NewGenerateArnTopicResolver(aws.ToString(id.Account), s.AWS.Region)
+	if err != nil {
+		return nil, err
+	}
+	s.resolver = r
+	return r, nil
 }
 
 // sweep sends the expiry and cleanup sweeps every SweepInterval. A

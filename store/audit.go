@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"transit/messages"
 )
 
 // Cmd identifies the command a transition applies. Its ID keys the
@@ -24,6 +26,11 @@ type Cmd struct {
 	Actor string
 	// At is the command's decision time; transitions use it as "now".
 	At time.Time
+}
+
+// CmdOf is the store's view of a decoded command, decided at time at.
+func CmdOf(cmd messages.Command, at time.Time) Cmd {
+	return Cmd{ID: cmd.ID, Type: string(cmd.Type), CorrelationID: cmd.CorrelationID, At: at}
 }
 
 // Outcome statuses recorded in the audit table.
