@@ -105,10 +105,11 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		close(q.stop)
 		time.AfterFunc(receiveGrace, cancel)
 	}()
-	// One receive loop per slot, up to ten: a lone loop waits for each
-	// receive's round trip before the next, which starves the slots when
-	// messages come one at a time; each loop still takes up to ten.
-	loops := min(s.config.Concurrency, 10)
+	// One receive loop per ten slots: a receive returns at most ten
+	// messages. More loops did not raise throughput reliably, and each
+	// extra receive during a stop counts towards a message's
+	// maxReceiveCount (a bounced message reached the DLQ).
+	loops := (s.config.Concurrency + 9) / 10
 	var wg sync.WaitGroup
 	for i := 0; i < loops; i++ {
 		wg.Add(1)
