@@ -74,10 +74,33 @@ type Config struct {
 	// StreamRules adds fan-in rules (a JSON array; see router.StreamRule)
 	// to the built-in one. TRANSIT_STREAM_RULES, --stream-rules.
 	StreamRules string
+	// SandboxExpiry is how allocations expire: "timer" (a durable timer
+	// per allocation firing sandbox.expire at its lab window's end, with
+	// the sweep as a safety net) or "sweep" (the periodic sweep alone).
+	// TRANSIT_SANDBOX_EXPIRY, --sandbox-expiry; default timer.
+	SandboxExpiry string
+	// TimerShards is the number of durable timer shards; every instance of
+	// a stack must use the same number, and it must not shrink while
+	// timers are stored. TRANSIT_TIMER_SHARDS, --timer-shards; default 8.
+	TimerShards int
+	// TimerLease is how long an instance's claim on a timer shard lasts
+	// without renewal: a dead instance's timers are taken over after it.
+	// TRANSIT_TIMER_LEASE, --timer-lease; default 15s.
+	TimerLease time.Duration
+	// TimerPollInterval is how often an owned shard is read for timers
+	// coming due (two intervals ahead). TRANSIT_TIMER_POLL_INTERVAL,
+	// --timer-poll-interval; default 1s.
+	TimerPollInterval time.Duration
 	// LogLevel is debug, info, warn or error. TRANSIT_LOG_LEVEL,
 	// --log-level; default info.
 	LogLevel string
 }
+
+// Sandbox expiry modes (SandboxExpiry).
+const (
+	ExpiryTimer = "timer"
+	ExpirySweep = "sweep"
+)
 
 type binding struct {
 	flag, env string
@@ -111,6 +134,10 @@ func Bind(fs *flag.FlagSet, c *Config) *Binder {
 	b.duration(&c.SweepInterval, "sweep-interval", "TRANSIT_SWEEP_INTERVAL", time.Minute, "expiry and cleanup sweep period; 0 disables")
 	b.str(&c.Domains, "domains", "TRANSIT_DOMAINS", "", "domains whose commands to consume, comma-separated (default all)")
 	b.str(&c.StreamRules, "stream-rules", "TRANSIT_STREAM_RULES", "", "extra stream fan-in rules, a JSON array")
+	b.str(&c.SandboxExpiry, "sandbox-expiry", "TRANSIT_SANDBOX_EXPIRY", "timer", "how allocations expire: timer or sweep")
+	b.integer(&c.TimerShards, "timer-shards", "TRANSIT_TIMER_SHARDS", 8, "number of durable timer shards (same on every instance)")
+	b.duration(&c.TimerLease, "timer-lease", "TRANSIT_TIMER_LEASE", 15*time.Second, "timer shard claim lifetime without renewal")
+	b.duration(&c.TimerPollInterval, "timer-poll-interval", "TRANSIT_TIMER_POLL_INTERVAL", time.Second, "how often owned timer shards are read")
 	b.str(&c.LogLevel, "log-level", "TRANSIT_LOG_LEVEL", "info", "debug, info, warn or error")
 	return b
 }
@@ -230,6 +257,18 @@ func (c *Config) Validate() error {
 	}
 	if c.SweepInterval < 0 {
 		bad("TRANSIT_SWEEP_INTERVAL", "sweep-interval", "%s, want 0 (off) or more", c.SweepInterval)
+	}
+	if c.SandboxExpiry != ExpiryTimer && c.SandboxExpiry != ExpirySweep {
+		bad("TRANSIT_SANDBOX_EXPIRY", "sandbox-expiry", "%q, want timer or sweep", c.SandboxExpiry)
+	}
+	if c.TimerShards < 1 || c.TimerShards > 1000 {
+		bad("TRANSIT_TIMER_SHARDS", "timer-shards", "%d, want 1 to 1000", c.TimerShards)
+	}
+	if c.TimerLease < time.Second {
+		bad("TRANSIT_TIMER_LEASE", "timer-lease", "%s, want at least 1s", c.TimerLease)
+	}
+	if c.TimerPollInterval < 10*time.Millisecond || c.TimerPollInterval >= c.TimerLease {
+		bad("TRANSIT_TIMER_POLL_INTERVAL", "timer-poll-interval", "%s, want at least 10ms and less than the timer lease (%s)", c.TimerPollInterval, c.TimerLease)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -57,6 +57,10 @@ func TestResolve_defaults_are_valid(t *testing.T) {
 		LayerRetention:    7 * 24 * time.Hour,
 		ProviderTimeout:   10 * time.Second,
 		SweepInterval:     time.Minute,
+		SandboxExpiry:     "timer",
+		TimerShards:       8,
+		TimerLease:        15 * time.Second,
+		TimerPollInterval: time.Second,
 		LogLevel:          "info",
 	}, cfg)
 }
@@ -233,6 +237,10 @@ func TestValidate_names_the_broken_setting(t *testing.T) {
 		{Name: "provider_url_relative", ModifyValidConfig: func(c *config.Config) { c.ProviderURL = "/sandboxes" }, WantEnv: "TRANSIT_PROVIDER_URL"},
 		{Name: "provider_timeout_zero", ModifyValidConfig: func(c *config.Config) { c.ProviderTimeout = 0 }, WantEnv: "TRANSIT_PROVIDER_TIMEOUT"},
 		{Name: "sweep_interval_negative", ModifyValidConfig: func(c *config.Config) { c.SweepInterval = -time.Minute }, WantEnv: "TRANSIT_SWEEP_INTERVAL"},
+		{Name: "sandbox_expiry_unknown", ModifyValidConfig: func(c *config.Config) { c.SandboxExpiry = "never" }, WantEnv: "TRANSIT_SANDBOX_EXPIRY"},
+		{Name: "timer_shards_zero", ModifyValidConfig: func(c *config.Config) { c.TimerShards = 0 }, WantEnv: "TRANSIT_TIMER_SHARDS"},
+		{Name: "timer_lease_short", ModifyValidConfig: func(c *config.Config) { c.TimerLease, c.TimerPollInterval = 500*time.Millisecond, 100*time.Millisecond }, WantEnv: "TRANSIT_TIMER_LEASE"},
+		{Name: "timer_poll_not_below_lease", ModifyValidConfig: func(c *config.Config) { c.TimerPollInterval = c.TimerLease }, WantEnv: "TRANSIT_TIMER_POLL_INTERVAL"},
 		{Name: "log_level_unknown", ModifyValidConfig: func(c *config.Config) { c.LogLevel = "verbose" }, WantEnv: "TRANSIT_LOG_LEVEL"},
 		{Name: "log_level_empty", ModifyValidConfig: func(c *config.Config) { c.LogLevel = "" }, WantEnv: "TRANSIT_LOG_LEVEL"},
 	}
@@ -265,6 +273,7 @@ func TestValidate_accepts_boundary_values(t *testing.T) {
 		{Name: "no_retries_no_sweeps", ModifyValidConfig: func(c *config.Config) { c.RetryMax = 0; c.SweepInterval = 0 }},
 		{Name: "retry_max_20", ModifyValidConfig: func(c *config.Config) { c.RetryMax = 20 }},
 		{Name: "audit_retention_1h", ModifyValidConfig: func(c *config.Config) { c.AuditRetention = time.Hour }},
+		{Name: "expiry_by_sweep", ModifyValidConfig: func(c *config.Config) { c.SandboxExpiry = "sweep" }},
 		{Name: "every_log_level", ModifyValidConfig: func(c *config.Config) { c.LogLevel = "warn" }},
 	}
 	for _, tc := range tests {

@@ -35,6 +35,9 @@ type Sandbox struct {
 	store    sandboxStore
 	provider sandboxProvider
 	now      func() time.Time
+	// expiryQueue, when set, is the queue an allocation's expiry timer
+	// sends sandbox.expire to.
+	expiryQueue string
 }
 
 // NewSandbox returns the sandbox handler. now is the clock transitions
@@ -45,6 +48,17 @@ func NewSandbox(st sandboxStore, provider sandboxProvider, now func() time.Time)
 	}
 	return &Sandbox{store: st, provider: provider, now: now}
 }
+
+// WithExpiryTimers makes every allocation arm a durable timer that sends
+// sandbox.expire to queue when its lab window closes.
+func (h *Sandbox) WithExpiryTimers(queue string) *Sandbox {
+	h.expiryQueue = queue
+	return h
+}
+
+// expiryMargin puts the expiry timer a second after the window closes, so
+// an instance whose clock runs a little behind still finds it overdue.
+const expiryMargin = time.Second
 
 // Handle applies one sandbox command.
 func (h *Sandbox) Handle(ctx context.Context, cmd messages.Command) ([]messages.Out, error) {
@@ -81,10 +95,37 @@ func (h *Sandbox) allocate(ctx context.Context, c store.Cmd, p *messages.Sandbox
 	if err != nil {
 		return nil, err
 	}
-	return one(messages.SandboxAllocated, unix(sb.AllocatedAt), messages.SandboxAllocatedPayload{
+	outs := one(messages.SandboxAllocated, unix(sb.AllocatedAt), messages.SandboxAllocatedPayload{
 		SandboxID: sb.SandboxID, ExternalID: sb.ExternalID, Name: sb.Name, TrackID: sb.AllocatedToTrack,
 		IdempotencyKey: sb.IdempotencyKey, AllocatedAt: sb.AllocatedAt, ExpiresAt: sb.ExpiresAt(),
-	}), nil
+	})
+	if h.expiryQueue == "" {
+		return outs, nil
+	}
+	timer, err := h.expiryTimer(c, sb)
+	if err != nil {
+		return nil, err
+	}
+	return append(outs, timer), nil
+}
+
+// expiryTimer is the timer.create that expires an allocation. The timer
+// is named after the sandbox, so a re-allocation replaces it; the
+// sandbox.expire it carries has an ID derived from this allocation, so a
+// firing repeated by a retry is one command.
+func (h *Sandbox) expiryTimer(c store.Cmd, sb store.Sandbox) (messages.Out, error) {
+	expire, err := messages.NewCommand(messages.DerivedID(c.ID, messages.SandboxExpire, sb.SandboxID),
+		messages.SandboxExpire, messages.SandboxExpirePayload{SandboxID: sb.SandboxID}, unix(sb.AllocatedAt))
+	if err != nil {
+		return messages.Out{}, err
+	}
+	return messages.Out{Type: messages.TimerCreate, At: unix(sb.AllocatedAt), Command: true, Payload: messages.TimerCreatePayload{
+		TimerID:   "sandbox-expiry:" + sb.SandboxID,
+		GroupID:   "sandbox-expiry",
+		ExecuteAt: unix(sb.ExpiresAt()).Add(expiryMargin),
+		Callback:  messages.CallbackSQS + "://" + h.expiryQueue,
+		Payload:   expire,
+	}}, nil
 }
 
 func (h *Sandbox) markDeletion(ctx context.Context, c store.Cmd, p *messages.SandboxMarkDeletionPayload) ([]messages.Out, error) {

@@ -137,9 +137,10 @@ type SandboxSyncPayload struct {
 
 // InventoryItem is one sandbox as the provider lists it.
 type InventoryItem struct {
-	ExternalID       string `json:"external_id"`
-	Name             string `json:"name"`
-	LabDurationHours int    `json:"lab_duration_hours"`
+	ExternalID string `json:"external_id"`
+	Name       string `json:"name"`
+	// LabDurationHours may be fractional, down to one second (1/3600).
+	LabDurationHours float64 `json:"lab_duration_hours"`
 }
 
 func (p *SandboxSyncPayload) Validate() error {
@@ -160,8 +161,8 @@ func (p *SandboxSyncPayload) Validate() error {
 		if err := required(field+".name", it.Name, maxKeyField); err != nil {
 			return err
 		}
-		if it.LabDurationHours < 1 || it.LabDurationHours > maxLabHours {
-			return invalid(field+".lab_duration_hours", "%d, want 1 to %d", it.LabDurationHours, maxLabHours)
+		if it.LabDurationHours*3600 < 1 || it.LabDurationHours > maxLabHours {
+			return invalid(field+".lab_duration_hours", "%g, want 1/3600 (one second) to %d", it.LabDurationHours, maxLabHours)
 		}
 	}
 	return nil

@@ -151,7 +151,7 @@ func TestDecode_sweeps_reject_non_uuid_sandbox_id(t *testing.T) {
 func inventory(n int) []map[string]any {
 	items := make([]map[string]any, n)
 	for i := range items {
-		items[i] = map[string]any{"external_id": fmt.Sprintf("ext-%d", i), "name": fmt.Sprintf("sandbox %d", i), "lab_duration_hours": 4}
+		items[i] = map[string]any{"external_id": fmt.Sprintf("ext-%d", i), "name": fmt.Sprintf("sandbox %d", i), "lab_duration_hours": 4.0}
 	}
 	return items
 }
@@ -164,7 +164,8 @@ func TestDecode_sync_accepts_valid_inventory(t *testing.T) {
 		{Name: "empty", Items: []map[string]any{}},
 		{Name: "one", Items: inventory(1)},
 		{Name: "at_max_entries", Items: inventory(1000)},
-		{Name: "max_lab_hours", Items: []map[string]any{{"external_id": "ext-1", "name": "n", "lab_duration_hours": 24 * 30}}},
+		{Name: "max_lab_hours", Items: []map[string]any{{"external_id": "ext-1", "name": "n", "lab_duration_hours": 24.0 * 30}}},
+		{Name: "two_second_lab", Items: []map[string]any{{"external_id": "ext-1", "name": "n", "lab_duration_hours": 2.0 / 3600}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.Name, func(t *testing.T) {
@@ -197,6 +198,7 @@ func TestDecode_sync_rejects_bad_inventory(t *testing.T) {
 		{Name: "control_character_in_external_id", Items: with(0, "external_id", "ext\x00"), WantField: "inventory[0].external_id"},
 		{Name: "empty_name", Items: with(1, "name", ""), WantField: "inventory[1].name"},
 		{Name: "lab_duration_zero", Items: with(1, "lab_duration_hours", 0), WantField: "inventory[1].lab_duration_hours"},
+		{Name: "lab_duration_under_a_second", Items: with(1, "lab_duration_hours", 0.5/3600), WantField: "inventory[1].lab_duration_hours"},
 		{Name: "lab_duration_negative", Items: with(0, "lab_duration_hours", -1), WantField: "inventory[0].lab_duration_hours"},
 		{Name: "lab_duration_over_30_days", Items: with(2, "lab_duration_hours", 24*30+1), WantField: "inventory[2].lab_duration_hours"},
 		{Name: "more_than_1000_entries", Items: inventory(1001), WantField: "inventory"},

@@ -1,9 +1,15 @@
 package router
 
 import (
+	"context"
 	"fmt"
+	"strconv"
 
+	wmsqs "github.com/ThreeDotsLabs/watermill-aws/sqs"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"transit/messages"
 )
@@ -87,5 +93,34 @@ func (p *Publisher) resolve(topic string, msg *message.Message) (dest string, is
 // Close does nothing: the router closes a handler's publisher when the
 // handler stops, and this one is shared by every handler and the DLQ path.
 func (p *Publisher) Close() error {
+	return nil
+}
+
+// SendBatch sends messages to one queue, ten to a SendMessageBatch,
+// marshalled as the SQS publisher marshals them, so Subscriber reads them
+// alike. Producers of many commands at once (the timer scheduler) use it
+// instead of Publish's one request per message.
+func SendBatch(ctx context.Context, client *sqs.Client, queueURL string, msgs []*message.Message) error {
+	var marshaler wmsqs.DefaultMarshalerUnmarshaler
+	for start := 0; start < len(msgs); start += 10 {
+		chunk := msgs[start:min(len(msgs), start+10)]
+		entries := make([]types.SendMessageBatchRequestEntry, len(chunk))
+		for i, msg := range chunk {
+			delete(msg.Metadata, kindKey)
+			m, err := marshaler.Marshal(msg)
+			if err != nil {
+				return fmt.Errorf("marshal %s: %w", msg.UUID, err)
+			}
+			entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: m.Body, MessageAttributes: m.MessageAttributes}
+		}
+		out, err := client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries})
+		if err != nil {
+			return fmt.Errorf("send batch to %s: %w", queueURL, err)
+		}
+		if len(out.Failed) > 0 {
+			f := out.Failed[0]
+			return fmt.Errorf("send batch to %s: %d of %d failed, first: %s %s", queueURL, len(out.Failed), len(chunk), aws.ToString(f.Code), aws.ToString(f.Message))
+		}
+	}
 	return nil
 }

@@ -683,6 +683,12 @@ func (s *stack) startTransit(t *testing.T, extraEnv ...string) *transitProc {
 		"TRANSIT_SWEEP_INTERVAL=0",
 		"TRANSIT_CONCURRENCY=8",
 		"TRANSIT_LOG_LEVEL=warn",
+		// The sandbox fault cases measure the sandbox pipeline alone; the
+		// timer cases set their own.
+		"TRANSIT_SANDBOX_EXPIRY=sweep",
+		"TRANSIT_TIMER_SHARDS=4",
+		"TRANSIT_TIMER_LEASE=3s",
+		"TRANSIT_TIMER_POLL_INTERVAL=250ms",
 	)
 	cmd.Env = append(cmd.Env, extraEnv...)
 	p := &transitProc{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}

@@ -118,6 +118,12 @@ func testConfig(prefix, providerURL string) config.Config {
 		LayerRetention:    time.Hour,
 		ProviderURL:       providerURL,
 		ProviderTimeout:   2 * time.Second,
+		// The sandbox tests drive expiry by sweep and a shifted clock;
+		// TestSandbox_expired_by_its_timer covers the timers.
+		SandboxExpiry:     config.ExpirySweep,
+		TimerShards:       4,
+		TimerLease:        3 * time.Second,
+		TimerPollInterval: 250 * time.Millisecond,
 		LogLevel:          "warn",
 	}
 }

@@ -4,6 +4,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -26,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go/logging"
+	"github.com/google/uuid"
 
 	"transit/config"
 	"transit/handlers"
@@ -34,6 +36,7 @@ import (
 	"transit/router"
 	"transit/store"
 	"transit/streams"
+	"transit/timers"
 )
 
 // Service holds one stack's clients and settings.
@@ -165,9 +168,33 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 	if err != nil {
 		return err
 	}
+	sandbox := handlers.NewSandbox(s.Store, opts.Provider, opts.Now)
+	if s.Config.SandboxExpiry == config.ExpiryTimer {
+		sandbox.WithExpiryTimers(s.Stack.CommandQueue(messages.Sandbox))
+	}
 	domains := map[messages.Domain]router.Handler{
-		messages.Sandbox: handlers.NewSandbox(s.Store, opts.Provider, opts.Now),
+		messages.Sandbox: sandbox,
 		messages.Layer:   handlers.NewLayer(s.Store, provider.NewLambda(s.AWS), opts.Now),
+	}
+	// Background work (the timer scheduler) stops with Serve, even when
+	// Serve fails before ctx ends.
+	bgCtx, stopBackground := context.WithCancel(ctx)
+	var background sync.WaitGroup
+	defer func() {
+		stopBackground()
+		background.Wait()
+	}()
+	if served[messages.Timer] {
+		scheduler, err := s.scheduler(ctx)
+		if err != nil {
+			return err
+		}
+		topics, queues, err := s.transports(ctx, logger)
+		if err != nil {
+			return err
+		}
+		domains[messages.Timer] = handlers.NewTimer(s.Store, scheduler, timers.NewCaller(queues, topics), opts.Now)
+		background.Go(func() { scheduler.Run(bgCtx) })
 	}
 	for d, h := range domains {
 		if !served[d] {
@@ -241,29 +268,38 @@ func servedDomains(list string) (map[messages.Domain]bool, error) {
 	return served, nil
 }
 
-// publisher sends events to SNS and commands to SQS. Topic ARNs are
-// built from the caller's account, read once from STS.
+// publisher sends events to SNS and commands to SQS.
 func (s *Service) publisher(ctx context.Context, logger watermill.LoggerAdapter) (*router.Publisher, error) {
-	resolver, err := s.topicResolver(ctx)
+	topics, queues, err := s.transports(ctx, logger)
 	if err != nil {
 		return nil, err
 	}
-	topics, err := wmsns.NewPublisher(wmsns.PublisherConfig{
+	return router.NewPublisher(s.Stack, topics, queues), nil
+}
+
+// transports are the SNS and SQS publishers, which take a topic or queue
+// name. Topic ARNs are built from the caller's account, read once from STS.
+func (s *Service) transports(ctx context.Context, logger watermill.LoggerAdapter) (topics, queues message.Publisher, err error) {
+	resolver, err := s.topicResolver(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	topics, err = wmsns.NewPublisher(wmsns.PublisherConfig{
 		AWSConfig:                   s.AWS,
 		TopicResolver:               resolver,
 		DoNotCreateTopicIfNotExists: true,
 	}, logger)
 	if err != nil {
-		return nil, fmt.Errorf("SNS publisher: %w", err)
+		return nil, nil, fmt.Errorf("SNS publisher: %w", err)
 	}
-	queues, err := wmsqs.NewPublisher(wmsqs.PublisherConfig{
+	queues, err = wmsqs.NewPublisher(wmsqs.PublisherConfig{
 		AWSConfig:                   s.AWS,
 		DoNotCreateQueueIfNotExists: true,
 	}, logger)
 	if err != nil {
-		return nil, fmt.Errorf("SQS publisher: %w", err)
+		return nil, nil, fmt.Errorf("SQS publisher: %w", err)
 	}
-	return router.NewPublisher(s.Stack, topics, queues), nil
+	return topics, queues, nil
 }
 
 // topicResolver builds topic ARNs in the caller's account, read from STS
@@ -310,6 +346,40 @@ func (s *Service) sweep(ctx context.Context, pub message.Publisher, now func() t
 			}
 		}
 	}
+}
+
+// scheduler is this instance's share of the timer shards; it sends
+// timer.due in batches straight to the timer command queue. A firing's
+// message ID names the timer's uuid and due time, so every instance that
+// ever sends it sends the same command.
+func (s *Service) scheduler(ctx context.Context) (*timers.Scheduler, error) {
+	queue := s.Stack.CommandQueue(messages.Timer)
+	out, err := s.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(queue)})
+	if err != nil {
+		return nil, fmt.Errorf("timer scheduler: queue %s: %w", queue, err)
+	}
+	queueURL := aws.ToString(out.QueueUrl)
+	host, _ := os.Hostname()
+	meta, _ := json.Marshal(map[string]any{"host": host, "pid": os.Getpid()})
+	cfg := timers.Config{
+		Shards:       s.Config.TimerShards,
+		Lease:        s.Config.TimerLease,
+		PollInterval: s.Config.TimerPollInterval,
+		OwnerID:      fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]),
+		Metadata:     string(meta),
+	}
+	return timers.NewScheduler(cfg, s.Store, func(ctx context.Context, dues []messages.TimerDuePayload) error {
+		msgs := make([]*message.Message, len(dues))
+		for i, due := range dues {
+			id := messages.DerivedID(due.TimerUUID, messages.TimerDue, store.At(due.ExecuteAt).String())
+			msg, err := NewCommandMessage(id, messages.TimerDue, due, time.Now())
+			if err != nil {
+				return err
+			}
+			msgs[i] = msg
+		}
+		return router.SendBatch(ctx, s.SQS, queueURL, msgs)
+	}, s.Logger), nil
 }
 
 // NewCommandMessage builds the Watermill message of a command, as a

@@ -188,9 +188,9 @@ func (s *Store) transact(ctx context.Context, items []types.TransactWriteItem) e
 		return errAlreadyApplied
 	}
 	for i, r := range reasons {
-		switch aws.ToString(r.Code) {
+		switch code := aws.ToString(r.Code); code {
 		case "ConditionalCheckFailed", "TransactionConflict":
-			return &conflictError{item: i}
+			return &conflictError{item: i, raced: code == "TransactionConflict"}
 		}
 	}
 	return err
@@ -199,8 +199,13 @@ func (s *Store) transact(ctx context.Context, items []types.TransactWriteItem) e
 // errConflict means the state changed under the transition: re-read and decide again.
 var errConflict = errors.New("state changed concurrently")
 
-// conflictError is an errConflict that says which item's condition failed.
-type conflictError struct{ item int }
+// conflictError is an errConflict that says which item's condition
+// failed, or which item another transaction held at the same moment
+// (raced): its condition was not evaluated.
+type conflictError struct {
+	item  int
+	raced bool
+}
 
 func (e *conflictError) Error() string        { return fmt.Sprintf("%v (item %d)", errConflict, e.item) }
 func (e *conflictError) Is(target error) bool { return target == errConflict }
@@ -209,6 +214,13 @@ func (e *conflictError) Is(target error) bool { return target == errConflict }
 func conflictOn(err error, i int) bool {
 	var ce *conflictError
 	return errors.As(err, &ce) && ce.item == i
+}
+
+// failedOn reports whether item i's condition was evaluated and failed,
+// rather than the item being held by a concurrent transaction.
+func failedOn(err error, i int) bool {
+	var ce *conflictError
+	return errors.As(err, &ce) && ce.item == i && !ce.raced
 }
 
 // replay loads the recorded outcome of cmd, which must exist. An applied

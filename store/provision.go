@@ -99,6 +99,13 @@ func createTableInput(name string, t Table) *dynamodb.CreateTableInput {
 			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
 		})
 	}
+	for _, ix := range t.LocalIndexes {
+		in.LocalSecondaryIndexes = append(in.LocalSecondaryIndexes, types.LocalSecondaryIndex{
+			IndexName:  aws.String(ix.Name),
+			KeySchema:  schema(t.PartitionKey, ix.SortKey),
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+		})
+	}
 	if t.Stream != "" {
 		in.StreamSpecification = &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: t.Stream}
 	}

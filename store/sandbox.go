@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
@@ -30,28 +30,32 @@ var SandboxStatuses = []string{StatusAvailable, StatusAllocated, StatusPendingDe
 
 // Sandbox is a SandboxPool item.
 type Sandbox struct {
-	PK                  string `dynamodbav:"PK" json:"-"`
-	SK                  string `dynamodbav:"SK" json:"-"`
-	SandboxID           string `dynamodbav:"sandbox_id" json:"sandbox_id"`
-	Name                string `dynamodbav:"name" json:"name"`
-	ExternalID          string `dynamodbav:"external_id" json:"external_id"`
-	Status              string `dynamodbav:"status" json:"status"`
-	LabDurationHours    int    `dynamodbav:"lab_duration_hours" json:"lab_duration_hours"`
-	DeletionRetryCount  int    `dynamodbav:"deletion_retry_count" json:"deletion_retry_count"`
-	AllocatedAt         int64  `dynamodbav:"allocated_at" json:"allocated_at"`
-	AllocatedToTrack    string `dynamodbav:"allocated_to_track,omitempty" json:"allocated_to_track,omitempty"`
-	IdempotencyKey      string `dynamodbav:"idempotency_key,omitempty" json:"idempotency_key,omitempty"`
-	DeletionRequestedAt int64  `dynamodbav:"deletion_requested_at,omitempty" json:"deletion_requested_at,omitempty"`
-	CreatedAt           int64  `dynamodbav:"created_at" json:"created_at"`
-	UpdatedAt           int64  `dynamodbav:"updated_at" json:"updated_at"`
-	LastSynced          int64  `dynamodbav:"last_synced,omitempty" json:"last_synced,omitempty"`
+	PK                  string  `dynamodbav:"PK" json:"-"`
+	SK                  string  `dynamodbav:"SK" json:"-"`
+	SandboxID           string  `dynamodbav:"sandbox_id" json:"sandbox_id"`
+	Name                string  `dynamodbav:"name" json:"name"`
+	ExternalID          string  `dynamodbav:"external_id" json:"external_id"`
+	Status              string  `dynamodbav:"status" json:"status"`
+	LabDurationHours    float64 `dynamodbav:"lab_duration_hours" json:"lab_duration_hours"`
+	DeletionRetryCount  int     `dynamodbav:"deletion_retry_count" json:"deletion_retry_count"`
+	AllocatedAt         int64   `dynamodbav:"allocated_at" json:"allocated_at"`
+	AllocatedToTrack    string  `dynamodbav:"allocated_to_track,omitempty" json:"allocated_to_track,omitempty"`
+	IdempotencyKey      string  `dynamodbav:"idempotency_key,omitempty" json:"idempotency_key,omitempty"`
+	DeletionRequestedAt int64   `dynamodbav:"deletion_requested_at,omitempty" json:"deletion_requested_at,omitempty"`
+	CreatedAt           int64   `dynamodbav:"created_at" json:"created_at"`
+	UpdatedAt           int64   `dynamodbav:"updated_at" json:"updated_at"`
+	LastSynced          int64   `dynamodbav:"last_synced,omitempty" json:"last_synced,omitempty"`
 	// LastDeletionError is the provider's answer to the last failed
 	// deletion, for whoever investigates a sandbox stuck in cleanup.
 	LastDeletionError string `dynamodbav:"last_deletion_error,omitempty" json:"last_deletion_error,omitempty"`
 }
 
 // ExpiresAt is when the allocation's lab window closes.
-func (s Sandbox) ExpiresAt() int64 { return s.AllocatedAt + int64(s.LabDurationHours)*3600 }
+func (s Sandbox) ExpiresAt() int64 { return s.AllocatedAt + s.labSeconds() }
+
+// labSeconds is the lab duration in whole seconds; the seed counts it in
+// hours, which may be fractional.
+func (s Sandbox) labSeconds() int64 { return int64(math.Round(s.LabDurationHours * 3600)) }
 
 func sandboxKey(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
@@ -180,7 +184,7 @@ func (s *Store) MarkDeletion(ctx context.Context, cmd Cmd, sandboxID, trackID st
 		cond := expression.AttributeExists(expression.Name("PK")).
 			And(expression.Name("status").Equal(expression.Value(StatusAllocated))).
 			And(expression.Name("allocated_to_track").Equal(expression.Value(trackID))).
-			And(expression.Name("allocated_at").GreaterThan(expression.Value(now - int64(sb.LabDurationHours)*3600))).
+			And(expression.Name("allocated_at").GreaterThan(expression.Value(now - sb.labSeconds()))).
 			And(expression.Name("lab_duration_hours").Equal(expression.Value(sb.LabDurationHours)))
 		err = s.transition(ctx, cmd, sandboxID, update, cond, next, &next)
 		if errors.Is(err, errConflict) {
@@ -252,10 +256,10 @@ func toPendingDeletion(sb Sandbox, now int64) (Sandbox, expression.UpdateBuilder
 }
 
 // OverdueAllocations lists allocations whose lab window has closed by now,
-// from StatusIndex: only allocations at least an hour old (the shortest lab
-// duration) are read.
+// from StatusIndex: only allocations at least a second old (the shortest
+// lab duration) are read.
 func (s *Store) OverdueAllocations(ctx context.Context, now int64) ([]Sandbox, error) {
-	upper := expression.Key("allocated_at").LessThanEqual(expression.Value(now - 3600))
+	upper := expression.Key("allocated_at").LessThanEqual(expression.Value(now - 1))
 	found, err := s.queryStatus(ctx, StatusAllocated, &upper, 0)
 	if err != nil {
 		return nil, fmt.Errorf("list overdue allocations: %w", err)
@@ -297,8 +301,7 @@ func (s *Store) PendingCleanup(ctx context.Context, cmd Cmd, sandboxID string) (
 func (s *Store) Deleted(ctx context.Context, cmd Cmd, sb Sandbox) (Sandbox, error) {
 	sb.Status = StatusDeleted
 	sb.UpdatedAt = cmd.At.Unix()
-	cond, err := expression.NewBuilder().
-		WithCondition(expression.Name("status").Equal(expression.Value(StatusPendingDeletion))).Build()
+	del, err := deleteIn(s.sandboxes, sandboxKey(sb.SandboxID), expression.Name("status").Equal(expression.Value(StatusPendingDeletion)))
 	if err != nil {
 		return Sandbox{}, err
 	}
@@ -306,13 +309,6 @@ func (s *Store) Deleted(ctx context.Context, cmd Cmd, sb Sandbox) (Sandbox, erro
 	if err != nil {
 		return Sandbox{}, err
 	}
-	del := types.TransactWriteItem{Delete: &types.Delete{
-		TableName:                 aws.String(s.sandboxes),
-		Key:                       sandboxKey(sb.SandboxID),
-		ConditionExpression:       cond.Condition(),
-		ExpressionAttributeNames:  cond.Names(),
-		ExpressionAttributeValues: cond.Values(),
-	}}
 	if err := s.settle(ctx, cmd, []types.TransactWriteItem{del, put}, &sb); err != nil {
 		return Sandbox{}, fmt.Errorf("delete %s: %w", sb.SandboxID, err)
 	}

@@ -23,6 +23,7 @@ type Store struct {
 	sandboxes      string
 	audit          string
 	layers         string
+	timers         string
 	auditRetention time.Duration
 	layerRetention time.Duration
 }
@@ -46,6 +47,7 @@ func New(db *dynamodb.Client, prefix string, r Retention) *Store {
 		sandboxes:      TableName(prefix, SandboxPool),
 		audit:          TableName(prefix, Audit),
 		layers:         TableName(prefix, Layers),
+		timers:         TableName(prefix, Timers),
 		auditRetention: r.Audit,
 		layerRetention: r.DeprecatedLayers,
 	}
@@ -90,6 +92,21 @@ func conditionCheck(table string, key map[string]types.AttributeValue, cond expr
 		return types.TransactWriteItem{}, fmt.Errorf("build condition check in %s: %w", table, err)
 	}
 	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+		TableName:                 aws.String(table),
+		Key:                       key,
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	}}, nil
+}
+
+// deleteIn is a transaction item deleting key from table under cond.
+func deleteIn(table string, key map[string]types.AttributeValue, cond expression.ConditionBuilder) (types.TransactWriteItem, error) {
+	expr, err := expression.NewBuilder().WithCondition(cond).Build()
+	if err != nil {
+		return types.TransactWriteItem{}, fmt.Errorf("build delete in %s: %w", table, err)
+	}
+	return types.TransactWriteItem{Delete: &types.Delete{
 		TableName:                 aws.String(table),
 		Key:                       key,
 		ConditionExpression:       expr.Condition(),

@@ -12,6 +12,9 @@ type Table struct {
 	PartitionKey  Attribute
 	SortKey       Attribute
 	GlobalIndexes []Index
+	// LocalIndexes share the table's partition key; only their sort key
+	// is given.
+	LocalIndexes []Index
 	// TTLAttribute, when set, is the epoch-seconds attribute DynamoDB
 	// expires items by.
 	TTLAttribute string
@@ -25,7 +28,7 @@ type Attribute struct {
 	Type types.ScalarAttributeType
 }
 
-// Index is a global secondary index projecting all attributes.
+// Index is a secondary index projecting all attributes.
 type Index struct {
 	Name         string
 	PartitionKey Attribute
@@ -82,8 +85,24 @@ var Layers = Table{
 	Stream:       types.StreamViewTypeNewAndOldImages,
 }
 
+// Timers holds the durable timers and their shards, as
+// seeds/durable-timers.md: one partition per shard (shard_id), the shard's
+// ownership record at sort_key SHARD and its timers at TIMER#<timer_id>.
+// ExecuteAtIndex orders a shard's timers by due time; its sort key
+// carries the timer's uuid after the time, so two timers due in the same
+// millisecond are distinct and a page boundary never splits a tie. Shard
+// records have no such attribute and stay out of the index.
+var Timers = Table{
+	Name:         "timers",
+	PartitionKey: num("shard_id"),
+	SortKey:      str("sort_key"),
+	LocalIndexes: []Index{
+		{Name: "ExecuteAtIndex", SortKey: str("timer_execute_at_with_uuid")},
+	},
+}
+
 // Tables lists every table transit provisions.
-var Tables = []Table{SandboxPool, Audit, Layers, StreamLeases}
+var Tables = []Table{SandboxPool, Audit, Layers, StreamLeases, Timers}
 
 // TableName is the full name of t in the stack named by prefix.
 func TableName(prefix string, t Table) string { return prefix + "-" + t.Name }

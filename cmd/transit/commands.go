@@ -287,7 +287,7 @@ func queueURL(ctx context.Context, svc *service.Service, name string) (string, e
 }
 
 func runQuery(ctx context.Context, args []string) error {
-	usage := errors.New("usage: transit query sandboxes [--status S] [--track T] | layers [--layer-region R] [--package P] | builds [--package P]")
+	usage := errors.New("usage: transit query sandboxes [--status S] [--track T] | layers [--layer-region R] [--package P] | builds [--package P] | timers [--shard N] [--due-before T] | shards")
 	if len(args) == 0 {
 		return usage
 	}
@@ -298,6 +298,10 @@ func runQuery(ctx context.Context, args []string) error {
 		return queryLayers(ctx, args[1:])
 	case "builds":
 		return queryBuilds(ctx, args[1:])
+	case "timers":
+		return queryTimers(ctx, args[1:])
+	case "shards":
+		return queryShards(ctx, args[1:])
 	}
 	return usage
 }
@@ -391,6 +395,67 @@ func queryBuilds(ctx context.Context, args []string) error {
 	w := table("PACKAGE", "VERSION", "REQUIREMENTS_HASH")
 	for _, b := range bs {
 		fmt.Fprintf(w, "%s\t%d\t%s\n", b.Package, b.Version, b.RequirementsHash)
+	}
+	return w.Flush()
+}
+
+// queryTimers lists stored timers by due time, from ExecuteAtIndex: of
+// one shard or of every shard (TRANSIT_TIMER_SHARDS of them).
+func queryTimers(ctx context.Context, args []string) error {
+	shard := -1
+	var dueBefore string
+	svc, _, err := setup(ctx, "query timers", args, func(fs *flag.FlagSet) {
+		fs.IntVar(&shard, "shard", -1, "only this shard (default: every shard)")
+		fs.StringVar(&dueBefore, "due-before", "", "only timers due before this RFC 3339 time (default: all)")
+	})
+	if err != nil {
+		return err
+	}
+	before := time.Now().AddDate(100, 0, 0)
+	if dueBefore != "" {
+		if before, err = time.Parse(time.RFC3339Nano, dueBefore); err != nil {
+			return fmt.Errorf("--due-before: %q is not an RFC 3339 time such as 2026-01-02T15:04:05Z", dueBefore)
+		}
+	}
+	shards := []int{shard}
+	if shard < 0 {
+		shards = make([]int, svc.Config.TimerShards)
+		for i := range shards {
+			shards[i] = i
+		}
+	} else if shard >= svc.Config.TimerShards {
+		return fmt.Errorf("--shard: %d, want 0 to %d (TRANSIT_TIMER_SHARDS - 1)", shard, svc.Config.TimerShards-1)
+	}
+	w := table("SHARD", "EXECUTE_AT", "TIMER_ID", "TIMER_UUID", "ATTEMPTS", "CALLBACK")
+	for _, sh := range shards {
+		ts, err := svc.Store.DueTimers(ctx, sh, before)
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\n", t.ShardID, t.ExecuteAt, t.ID, t.UUID, t.Attempts, t.CallbackURL)
+		}
+	}
+	return w.Flush()
+}
+
+// queryShards lists the timer shards' owners and versions.
+func queryShards(ctx context.Context, args []string) error {
+	svc, _, err := setup(ctx, "query shards", args, nil)
+	if err != nil {
+		return err
+	}
+	shards, err := svc.Store.Shards(ctx, svc.Config.TimerShards)
+	if err != nil {
+		return err
+	}
+	w := table("SHARD", "VERSION", "OWNER", "CLAIMED_AT")
+	for _, sh := range shards {
+		owner, at := sh.Owner, sh.ClaimedAt.String()
+		if sh.Version == 0 {
+			owner, at = "-", "-"
+		}
+		fmt.Fprintf(w, "%d\t%d\t%s\t%s\n", sh.ShardID, sh.Version, owner, at)
 	}
 	return w.Flush()
 }

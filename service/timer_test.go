@@ -1,0 +1,503 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"transit/config"
+	"transit/messages"
+	"transit/router"
+	"transit/service"
+	"transit/store"
+	"transit/timers"
+)
+
+// callbacks is a real HTTP server playing the timers' callback receiver.
+// It records every call and fails a timer's first calls on request.
+type callbacks struct {
+	*httptest.Server
+	mu    sync.Mutex
+	calls map[string][]callback // by timer ID
+	fails map[string]int        // timer ID → calls to fail (-1: all)
+}
+
+type callback struct {
+	At   time.Time
+	Key  string // Idempotency-Key
+	Body string
+}
+
+func newCallbacks(t *testing.T) *callbacks {
+	c := &callbacks{calls: map[string][]callback{}, fails: map[string]int{}}
+	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		id := r.Header.Get("Transit-Timer-Id")
+		c.mu.Lock()
+		c.calls[id] = append(c.calls[id], callback{At: time.Now(), Key: r.Header.Get(timers.IdempotencyHeader), Body: string(body)})
+		fail := c.fails[id]
+		if fail > 0 {
+			c.fails[id]--
+		}
+		c.mu.Unlock()
+		if fail != 0 {
+			http.Error(w, "receiver unavailable", http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(c.Close)
+	return c
+}
+
+func (c *callbacks) failFirst(timerID string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fails[timerID] = n
+}
+
+func (c *callbacks) of(timerID string) []callback {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.calls[timerID])
+}
+
+// waitCalled waits until every timer in ids was called at least once.
+func (c *callbacks) waitCalled(t *testing.T, ids []string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		c.mu.Lock()
+		missing := 0
+		for _, id := range ids {
+			if len(c.calls[id]) == 0 {
+				missing++
+			}
+		}
+		c.mu.Unlock()
+		if missing == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d timers not called back within %s", missing, len(ids), timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// createTimers sends one timer.create per entry of due (timer ID → execute
+// time), each with payload {"timer": ID}, ten to a SendMessageBatch.
+func (s *stack) createTimers(callbackURL string, due map[string]time.Time, policy *messages.RetryPolicy) {
+	queueURL := s.url(s.svc.Stack.CommandQueue(messages.Timer))
+	var batch []sqstypes.SendMessageBatchRequestEntry
+	flush := func() {
+		out, err := s.svc.SQS.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: batch})
+		require.NoError(s.t, err)
+		require.Empty(s.t, out.Failed)
+		batch = batch[:0]
+	}
+	for id, at := range due {
+		body, err := messages.NewCommand(uuid.NewString(), messages.TimerCreate, messages.TimerCreatePayload{
+			TimerID: id, ExecuteAt: at, Callback: callbackURL,
+			Payload: json.RawMessage(fmt.Sprintf(`{"timer":%q}`, id)), RetryPolicy: policy,
+		}, time.Now())
+		require.NoError(s.t, err)
+		batch = append(batch, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(len(batch))), MessageBody: aws.String(string(body)),
+			MessageAttributes: map[string]sqstypes.MessageAttributeValue{
+				messages.TypeAttribute: {DataType: aws.String("String"), StringValue: aws.String(string(messages.TimerCreate))},
+			}})
+		if len(batch) == 10 {
+			flush()
+		}
+	}
+	if len(batch) > 0 {
+		flush()
+	}
+}
+
+// timerEvents waits for n events of type typ and returns them by timer ID.
+func (s *stack) timerEvents(typ messages.Type, n int, timeout time.Duration) map[string][]service.TapEvent {
+	s.t.Helper()
+	byTimer := func(evs []service.TapEvent) map[string][]service.TapEvent {
+		out := map[string][]service.TapEvent{}
+		for _, ev := range evs {
+			if ev.Envelope.Type == typ {
+				var p struct {
+					TimerID string `json:"timer_id"`
+				}
+				require.NoError(s.t, json.Unmarshal(ev.Envelope.Payload, &p))
+				out[p.TimerID] = append(out[p.TimerID], ev)
+			}
+		}
+		return out
+	}
+	events := s.collect(timeout, func(evs []service.TapEvent) bool { return len(byTimer(evs)) >= n })
+	return byTimer(events)
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	sorted := slices.Clone(ds)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
+}
+
+func (s *stack) storedTimers() []store.Timer {
+	var all []store.Timer
+	for shard := range s.cfg.TimerShards {
+		ts, err := s.svc.Store.DueTimers(context.Background(), shard, time.Now().AddDate(1, 0, 0))
+		require.NoError(s.t, err)
+		all = append(all, ts...)
+	}
+	return all
+}
+
+// seedTimers writes timers straight through the store, at each shard's
+// current version, as the timer.create handler does: the firing tests
+// measure firing, not the emulator's pace at taking commands.
+func (s *stack) seedTimers(callbackURL string, due map[string]time.Time) map[string]string {
+	ctx := context.Background()
+	policy, err := json.Marshal(messages.DefaultRetryPolicy)
+	require.NoError(s.t, err)
+	var mu sync.Mutex
+	uuids := map[string]string{}
+	work := make(chan string)
+	errs := make(chan error, len(due))
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for id := range work {
+				shard := store.ShardOf(id, s.cfg.TimerShards)
+				version, err := s.svc.Store.ShardVersion(ctx, shard)
+				if err != nil {
+					errs <- err
+					continue
+				}
+				t := store.NewTimer(shard, id, uuid.NewString(), due[id], time.Now())
+				t.CallbackURL, t.Payload, t.CallbackTimeout, t.RetryPolicy = callbackURL, fmt.Sprintf(`{"timer":%q}`, id), 10, string(policy)
+				cmd := store.Cmd{ID: uuid.NewString(), Type: string(messages.TimerCreate), CorrelationID: "seed", At: time.Now()}
+				if _, err := s.svc.Store.CreateTimer(ctx, cmd, version, t); err != nil {
+					errs <- err
+					continue
+				}
+				mu.Lock()
+				uuids[id] = t.UUID
+				mu.Unlock()
+			}
+		})
+	}
+	for id := range due {
+		work <- id
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(s.t, err)
+	}
+	return uuids
+}
+
+// waitShardsClaimed waits until every timer shard has a live owner.
+func (s *stack) waitShardsClaimed() {
+	require.Eventually(s.t, func() bool {
+		records, err := s.svc.Store.Shards(context.Background(), s.cfg.TimerShards)
+		require.NoError(s.t, err)
+		for _, r := range records {
+			if r.Owner == "" {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 100*time.Millisecond, "every timer shard claimed")
+}
+
+// TestTimers_500_due_within_seconds_fire_exactly_once: every callback once,
+// with its payload and the timer's uuid as Idempotency-Key; lateness
+// reported.
+func TestTimers_500_due_within_seconds_fire_exactly_once(t *testing.T) {
+	s := newStack(t, func(c *config.Config) { c.Concurrency = 8; c.TimerShards = 8 })
+	cb := newCallbacks(t)
+	s.serve(service.ServeOptions{})
+	s.waitShardsClaimed()
+
+	const n = 500
+	base := time.Now().Add(10 * time.Second).Truncate(time.Millisecond)
+	due := map[string]time.Time{}
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("t-%03d", i)
+		ids = append(ids, id)
+		due[id] = base.Add(time.Duration(i) * 6 * time.Millisecond) // all within 3 s
+	}
+	uuids := s.seedTimers(cb.URL+"/due", due)
+	require.Less(t, time.Now(), base, "every timer stored before the first is due")
+
+	defer func() {
+		if t.Failed() {
+			for _, tm := range s.storedTimers() {
+				t.Logf("left: %+v", tm)
+			}
+			letters, err := router.ListDeadLetters(context.Background(), s.svc.SQS, s.url(s.svc.Stack.DeadLetterQueue(messages.Timer)), 10)
+			require.NoError(t, err)
+			for _, l := range letters {
+				t.Logf("dead letter: %+v", l)
+			}
+		}
+	}()
+	// Reading the events as they come keeps the tap queue short: moto's
+	// SNS publish slows down with every message waiting in a subscriber.
+	fired := s.timerEvents(messages.TimerFired, n, 120*time.Second)
+	cb.waitCalled(t, ids, 10*time.Second)
+	time.Sleep(2 * time.Second) // time for a second call, were there one
+
+	var lateness []time.Duration
+	for _, id := range ids {
+		calls := cb.of(id)
+		require.Len(t, calls, 1, "timer %s called once", id)
+		assert.Equal(t, uuids[id], calls[0].Key, "Idempotency-Key is the timer's uuid")
+		assert.JSONEq(t, fmt.Sprintf(`{"timer":%q}`, id), calls[0].Body)
+		require.Len(t, fired[id], 1, "one timer.fired for %s", id)
+		ev := payloadOf[messages.TimerFiredPayload](t, fired[id][0])
+		assert.Equal(t, 1, ev.Attempts)
+		assert.True(t, ev.ExecuteAt.Equal(due[id]), "%s fired for %s, due %s", id, ev.ExecuteAt, due[id])
+		assert.False(t, calls[0].At.Before(due[id]), "%s called before it was due", id)
+		lateness = append(lateness, calls[0].At.Sub(due[id]))
+	}
+	assert.Empty(t, s.storedTimers(), "fired timers are deleted")
+	t.Logf("timers=%d fired=%d lateness p50=%s p99=%s max=%s", n, len(fired),
+		percentile(lateness, 0.5), percentile(lateness, 0.99), percentile(lateness, 1))
+}
+
+// TestTimers_retry_policy: a callback failing twice fires three times on
+// the backoff schedule; one always failing ends in timer.failed.
+func TestTimers_retry_policy(t *testing.T) {
+	s := newStack(t)
+	cb := newCallbacks(t)
+	s.serve(service.ServeOptions{})
+	cb.failFirst("flaky", 2)
+	cb.failFirst("broken", -1)
+	policy := &messages.RetryPolicy{MaxAttempts: 3, InitialInterval: messages.Duration(600 * time.Millisecond),
+		Multiplier: 2, MaxInterval: messages.Duration(5 * time.Second)}
+	at := time.Now().Add(2 * time.Second)
+	s.createTimers(cb.URL, map[string]time.Time{"flaky": at, "broken": at}, policy)
+
+	fired := s.timerEvents(messages.TimerFired, 1, 30*time.Second)["flaky"]
+	require.Len(t, fired, 1)
+	assert.Equal(t, 3, payloadOf[messages.TimerFiredPayload](t, fired[0]).Attempts)
+	calls := cb.of("flaky")
+	require.Len(t, calls, 3)
+	for i, wantGap := range []time.Duration{600 * time.Millisecond, 1200 * time.Millisecond} {
+		gap := calls[i+1].At.Sub(calls[i].At)
+		assert.GreaterOrEqual(t, gap, wantGap, "retry %d waits its backoff", i+1)
+		assert.Less(t, gap, wantGap+time.Second, "retry %d is not late by more than a poll", i+1)
+		assert.Equal(t, calls[0].Key, calls[i+1].Key, "a retry keeps the Idempotency-Key")
+	}
+
+	failed := s.timerEvents(messages.TimerFailed, 1, 30*time.Second)["broken"]
+	require.Len(t, failed, 1)
+	ev := payloadOf[messages.TimerFailedPayload](t, failed[0])
+	assert.Equal(t, 3, ev.Attempts)
+	assert.Contains(t, ev.LastError, "500")
+	assert.Len(t, cb.of("broken"), 3, "called max_attempts times")
+	assert.Empty(t, s.storedTimers(), "a spent timer is removed")
+}
+
+// TestTimers_stale_owner_cannot_write: once another owner bumped the
+// shard's version, a write at the old version is refused and leaves
+// nothing behind; the handler learns the new version and succeeds.
+func TestTimers_stale_owner_cannot_write(t *testing.T) {
+	s := newStack(t, func(c *config.Config) { c.TimerShards = 1 })
+	ctx := context.Background()
+	st := s.svc.Store
+
+	records, err := st.Shards(ctx, 1)
+	require.NoError(t, err)
+	a, err := st.ClaimShard(ctx, records[0], "owner-a", "{}", time.Now())
+	require.NoError(t, err)
+	b, err := st.ClaimShard(ctx, a, "owner-b", "{}", time.Now())
+	require.NoError(t, err)
+	assert.Equal(t, a.Version+1, b.Version)
+
+	stale := store.Cmd{ID: uuid.NewString(), Type: string(messages.TimerCreate), CorrelationID: "c", At: time.Now()}
+	timer := store.NewTimer(0, "stale-write", uuid.NewString(), time.Now().Add(time.Hour), time.Now())
+	timer.CallbackURL, timer.RetryPolicy = "http://127.0.0.1:9/", "{}"
+	_, err = st.CreateTimer(ctx, stale, a.Version, timer)
+	require.ErrorIs(t, err, store.ErrShardMoved)
+	_, err = st.RenewShard(ctx, a, time.Now())
+	require.ErrorIs(t, err, store.ErrShardMoved, "the stale owner cannot renew either")
+	assert.Empty(t, s.storedTimers(), "nothing written by the stale owner")
+	assert.Nil(t, s.audit(stale.ID), "no outcome recorded for the refused write")
+
+	_, err = st.CreateTimer(ctx, stale, b.Version, timer)
+	require.NoError(t, err, "the current owner's version is accepted")
+	require.Len(t, s.storedTimers(), 1)
+
+	// Through the handler: a serving instance claims the shard, another
+	// owner takes it behind its back; the instance's next write is refused
+	// at its stale version, and the command is retried at the new one.
+	require.NoError(t, st.ReleaseShard(ctx, b))
+	s.serve(service.ServeOptions{})
+	var mine store.Shard
+	require.Eventually(t, func() bool {
+		records, err := st.Shards(ctx, 1)
+		require.NoError(t, err)
+		mine = records[0]
+		return mine.Owner != "" && strings.Contains(mine.Owner, "/")
+	}, 10*time.Second, 50*time.Millisecond, "the instance claims the shard")
+	_, err = st.ClaimShard(ctx, mine, "intruder", "{}", time.Now())
+	require.NoError(t, err)
+	cmd := uuid.NewString()
+	s.send(cmd, messages.TimerCreate, messages.TimerCreatePayload{TimerID: "after-steal", ExecuteAt: time.Now().Add(time.Hour), Callback: "http://127.0.0.1:9/"})
+	ev := payloadOf[messages.TimerCreatedPayload](t, s.eventFor(cmd, messages.TimerCreated))
+	assert.Equal(t, "after-steal", ev.TimerID)
+	assert.Equal(t, store.Applied, s.audit(cmd)["status"])
+}
+
+// TestTimers_three_instances_split_shards_and_survive_SIGKILL: three
+// `transit serve` processes share the shards; one is killed while timers
+// fire; its shards are taken over and every timer fires, each firing with
+// one Idempotency-Key.
+func TestTimers_three_instances_split_shards_and_survive_SIGKILL(t *testing.T) {
+	const shards = 12
+	s := newStack(t, func(c *config.Config) { c.TimerShards = shards })
+	cb := newCallbacks(t)
+	env := []string{"TRANSIT_DOMAINS=timer", "TRANSIT_TIMER_SHARDS=" + strconv.Itoa(shards), "TRANSIT_TIMER_LEASE=3s",
+		"TRANSIT_TIMER_POLL_INTERVAL=250ms", "TRANSIT_CONCURRENCY=8"}
+	procs := map[int]*transitProc{}
+	for range 3 {
+		p := s.startTransit(t, env...)
+		procs[p.cmd.Process.Pid] = p
+	}
+	ctx := context.Background()
+	owners := func() map[int][]int { // pid → shards, from the records
+		records, err := s.svc.Store.Shards(ctx, shards)
+		require.NoError(t, err)
+		out := map[int][]int{}
+		for _, r := range records {
+			if parts := strings.Split(r.Owner, "/"); len(parts) == 3 && time.Since(r.ClaimedAt.Time) < 3*time.Second {
+				pid, _ := strconv.Atoi(parts[1])
+				out[pid] = append(out[pid], r.ShardID)
+			}
+		}
+		return out
+	}
+	require.Eventually(t, func() bool {
+		o := owners()
+		return len(o) == 3 && len(o[firstKey(o)]) == shards/3 && len(o[lastKey(o)]) == shards/3 && total(o) == shards
+	}, 60*time.Second, 200*time.Millisecond, "three instances split %d shards evenly", shards)
+	split := owners()
+	t.Logf("shards by pid: %v", split)
+
+	const n = 300
+	base := time.Now().Add(8 * time.Second).Truncate(time.Millisecond)
+	due := map[string]time.Time{}
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("k-%03d", i)
+		ids = append(ids, id)
+		due[id] = base.Add(time.Duration(i) * 10 * time.Millisecond)
+	}
+	s.createTimers(cb.URL, due, nil)
+	created := s.timerEvents(messages.TimerCreated, n, 60*time.Second)
+
+	// Kill one instance a second into the firing, mid-stream.
+	time.Sleep(time.Until(base.Add(time.Second)))
+	victim := firstKey(split)
+	procs[victim].stop(t, syscall.SIGKILL, 5*time.Second)
+	victimShards := split[victim]
+
+	fired := s.timerEvents(messages.TimerFired, n, 90*time.Second)
+	cb.waitCalled(t, ids, 10*time.Second)
+	time.Sleep(3 * time.Second) // time for a repeated call, were there one
+	extra := 0
+	onVictim := 0
+	for _, id := range ids {
+		calls := cb.of(id)
+		uuid := payloadOf[messages.TimerCreatedPayload](t, created[id][0]).TimerUUID
+		for _, c := range calls {
+			assert.Equal(t, uuid, c.Key, "every call of %s carries its one Idempotency-Key", id)
+		}
+		extra += len(calls) - 1
+		if slices.Contains(victimShards, store.ShardOf(id, shards)) {
+			onVictim++
+		}
+	}
+	fired = s.timerEvents(messages.TimerFired, n, 10*time.Second)
+	for _, id := range ids {
+		assert.Len(t, fired[id], 1, "one timer.fired for %s", id)
+	}
+	assert.Empty(t, s.storedTimers(), "every timer fired and was deleted")
+	after := owners()
+	assert.NotContains(t, after, victim, "the killed instance owns nothing")
+	assert.Equal(t, shards, total(after), "its shards were taken over")
+	t.Logf("timers=%d on the killed instance's shards=%d repeated calls=%d (same Idempotency-Key) shards after: %v",
+		n, onVictim, extra, after)
+	assert.LessOrEqual(t, extra, 10, "a repeat is only a callback cut off by the kill before its outcome was recorded")
+}
+
+func firstKey(m map[int][]int) int { return slices.Sorted(mapsKeys(m))[0] }
+func lastKey(m map[int][]int) int {
+	k := slices.Sorted(mapsKeys(m))
+	return k[len(k)-1]
+}
+
+func mapsKeys(m map[int][]int) func(func(int) bool) {
+	return func(yield func(int) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func total(m map[int][]int) int {
+	n := 0
+	for _, v := range m {
+		n += len(v)
+	}
+	return n
+}
+
+// TestSandbox_expired_by_its_timer: an allocation with a 2-second lab is
+// expired by its timer; no sweep runs.
+func TestSandbox_expired_by_its_timer(t *testing.T) {
+	s := newStack(t, func(c *config.Config) { c.SandboxExpiry = config.ExpiryTimer; c.SweepInterval = 0 })
+	s.serve(service.ServeOptions{Now: time.Now})
+	sync := uuid.NewString()
+	s.send(sync, messages.SandboxSync, messages.SandboxSyncPayload{Inventory: []messages.InventoryItem{
+		{ExternalID: "short-lab", Name: "short", LabDurationHours: 2.0 / 3600},
+	}})
+	s.eventFor(sync, messages.SandboxSynced)
+
+	alloc := uuid.NewString()
+	s.send(alloc, messages.SandboxAllocate, messages.SandboxAllocatePayload{TrackID: "track-short"})
+	allocated := payloadOf[messages.SandboxAllocatedPayload](t, s.eventFor(alloc, messages.SandboxAllocated))
+	assert.Equal(t, allocated.AllocatedAt+2, allocated.ExpiresAt)
+
+	expire := messages.DerivedID(alloc, messages.SandboxExpire, allocated.SandboxID)
+	expired := payloadOf[messages.SandboxExpiredPayload](t, s.eventFor(expire, messages.SandboxExpired))
+	assert.Equal(t, allocated.SandboxID, expired.SandboxID)
+	assert.GreaterOrEqual(t, expired.DeletionRequestedAt, allocated.ExpiresAt, "not before the lab window closed")
+	sb, _ := s.sandbox(allocated.SandboxID)
+	assert.Equal(t, store.StatusPendingDeletion, sb.Status)
+	assert.Equal(t, store.Applied, s.audit(expire)["status"])
+}

@@ -1,0 +1,373 @@
+// Package timers runs the durable timer service's background side: each
+// instance claims a share of the timer shards, and for each shard it owns
+// loads the timers coming due and sends timer.due for each on time. The
+// callbacks run in the timer.due handler (handlers/timer.go).
+package timers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"transit/messages"
+	"transit/store"
+)
+
+// Config tunes a Scheduler.
+type Config struct {
+	// Shards is the number of timer shards; every instance must agree.
+	Shards int
+	// Lease is how long a shard claim lasts without renewal; a dead
+	// instance's shards are taken over after it. Claims are renewed every
+	// Lease/3.
+	Lease time.Duration
+	// PollInterval is how often an owned shard is read for timers coming
+	// due; timers due up to two intervals ahead are loaded, so they fire
+	// on time rather than up to an interval late.
+	PollInterval time.Duration
+	// OwnerID names this instance in the shard records; unique per process.
+	OwnerID string
+	// Metadata describes this instance for operators (JSON).
+	Metadata string
+}
+
+// shardStore is the part of the store the scheduler uses.
+type shardStore interface {
+	Shards(ctx context.Context, n int) ([]store.Shard, error)
+	ShardVersion(ctx context.Context, shard int) (int64, error)
+	ClaimShard(ctx context.Context, seen store.Shard, owner, metadata string, at time.Time) (store.Shard, error)
+	RenewShard(ctx context.Context, held store.Shard, at time.Time) (store.Shard, error)
+	ReleaseShard(ctx context.Context, held store.Shard) error
+	DueTimers(ctx context.Context, shard int, before time.Time) ([]store.Timer, error)
+}
+
+// DueFunc sends timer.due for each firing given (at most ten).
+type DueFunc func(ctx context.Context, due []messages.TimerDuePayload) error
+
+// Firings due at the same moment are sent ten to a request by a few
+// senders, which take whatever is waiting rather than wait for more.
+const (
+	dueSenders   = 4
+	dueBatchSize = 10
+)
+
+// dueRequest is one firing to send; done learns how the send went.
+type dueRequest struct {
+	due  messages.TimerDuePayload
+	done func(error)
+}
+
+// Scheduler owns a share of the timer shards and fires their timers.
+type Scheduler struct {
+	cfg    Config
+	store  shardStore
+	due    DueFunc
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	owned   map[int]*poller
+	pollers sync.WaitGroup
+	queue   chan dueRequest
+}
+
+// NewScheduler returns a scheduler; Run starts it.
+func NewScheduler(cfg Config, st shardStore, due DueFunc, logger *slog.Logger) *Scheduler {
+	if st == nil || due == nil || logger == nil {
+		panic("timers: NewScheduler needs a store, a due function and a logger")
+	}
+	return &Scheduler{cfg: cfg, store: st, due: due, logger: logger.With("owner", cfg.OwnerID),
+		owned: map[int]*poller{}, queue: make(chan dueRequest, dueBatchSize*dueSenders)}
+}
+
+// ShardOf is the shard a timer belongs to.
+func (s *Scheduler) ShardOf(timerID string) int { return store.ShardOf(timerID, s.cfg.Shards) }
+
+// Version is the shard version a timer write must be conditioned on: the
+// one this instance holds if it owns the shard, else the stored one.
+func (s *Scheduler) Version(ctx context.Context, shard int) (int64, error) {
+	if v, ok := s.heldVersion(shard); ok {
+		return v, nil
+	}
+	return s.store.ShardVersion(ctx, shard)
+}
+
+// Moved tells the scheduler a write at version was refused because the
+// shard moved on: if this instance owns it at that version, its claim is
+// stale and it stops serving the shard at once.
+func (s *Scheduler) Moved(shard int, version int64) {
+	if v, ok := s.heldVersion(shard); ok && v == version {
+		s.drop(shard, "a write found the shard claimed by another owner")
+	}
+}
+
+// Scheduled tells the scheduler a timer was written: if this instance
+// owns its shard and it is due soon, the shard is read now rather than at
+// the next poll.
+func (s *Scheduler) Scheduled(shard int, executeAt time.Time) {
+	if time.Until(executeAt) > s.lookahead() {
+		return
+	}
+	s.mu.Lock()
+	p := s.owned[shard]
+	s.mu.Unlock()
+	if p != nil {
+		p.kick()
+	}
+}
+
+func (s *Scheduler) heldVersion(shard int) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.owned[shard]; p != nil {
+		return p.shard.Version, true
+	}
+	return 0, false
+}
+
+func (s *Scheduler) lookahead() time.Duration { return 2 * s.cfg.PollInterval }
+
+// Owned lists the shards this instance serves, sorted.
+func (s *Scheduler) Owned() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]int, 0, len(s.owned))
+	for id := range s.owned {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	return ids
+}
+
+// Run claims, renews and balances shards until ctx ends, then stops
+// every poller and releases its shards so others take them at once.
+func (s *Scheduler) Run(ctx context.Context) {
+	var senders sync.WaitGroup
+	defer senders.Wait()
+	for range dueSenders {
+		senders.Go(func() { s.send(ctx) })
+	}
+	tick := time.NewTicker(s.cfg.Lease / 3)
+	defer tick.Stop()
+	for {
+		if err := s.balance(ctx); err != nil && ctx.Err() == nil {
+			s.logger.Warn("Timer shard balance failed; retrying next tick", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			s.releaseAll()
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// balance renews held claims, drops lost ones, and claims or hands back
+// shards towards an even share between the live owners.
+func (s *Scheduler) balance(ctx context.Context) error {
+	records, err := s.store.Shards(ctx, s.cfg.Shards)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	for _, id := range s.Owned() {
+		s.renew(ctx, records[id], now)
+	}
+	held := s.Owned()
+	live := map[string]int{s.cfg.OwnerID: len(held)}
+	var free []store.Shard
+	for _, r := range records {
+		switch {
+		case r.Owner == s.cfg.OwnerID && slices.Contains(held, r.ShardID):
+		case r.Owner == "" || r.Owner == s.cfg.OwnerID || s.lapsed(r, now):
+			free = append(free, r)
+		default:
+			live[r.Owner]++
+		}
+	}
+	share := (s.cfg.Shards + len(live) - 1) / len(live)
+	if len(held) > share {
+		for _, id := range held[share:] {
+			s.release(ctx, id, "handing back above an even share")
+		}
+		return nil
+	}
+	for _, r := range free {
+		if len(held) >= share {
+			return nil
+		}
+		if s.claim(ctx, r, now) {
+			held = append(held, r.ShardID)
+		}
+	}
+	if len(held) < share {
+		// No free shard: take one from the busiest owner above its share.
+		// A newcomer holds nothing, so nobody else knows it exists yet.
+		if r, ok := busiest(records, live, share); ok && s.claim(ctx, r, now) {
+			s.logger.Info("Took a timer shard from an owner above its share", "shard", r.ShardID, "from", r.Owner)
+		}
+	}
+	return nil
+}
+
+func (s *Scheduler) lapsed(r store.Shard, now time.Time) bool {
+	return r.ClaimedAt.Add(s.cfg.Lease).Before(now)
+}
+
+// busiest picks a shard of the live owner holding the most shards, if it
+// holds more than share.
+func busiest(records []store.Shard, live map[string]int, share int) (store.Shard, bool) {
+	owners := make([]string, 0, len(live))
+	for owner := range live {
+		owners = append(owners, owner)
+	}
+	sort.Strings(owners)
+	top := ""
+	for _, owner := range owners {
+		if live[owner] > share && (top == "" || live[owner] > live[top]) {
+			top = owner
+		}
+	}
+	for i := len(records) - 1; i >= 0 && top != ""; i-- {
+		if records[i].Owner == top {
+			return records[i], true
+		}
+	}
+	return store.Shard{}, false
+}
+
+func (s *Scheduler) claim(ctx context.Context, seen store.Shard, now time.Time) bool {
+	sh, err := s.store.ClaimShard(ctx, seen, s.cfg.OwnerID, s.cfg.Metadata, now)
+	if err != nil {
+		if !errors.Is(err, store.ErrShardMoved) && ctx.Err() == nil {
+			s.logger.Warn("Cannot claim timer shard", "shard", seen.ShardID, "error", err)
+		}
+		return false
+	}
+	s.logger.Info("Claimed timer shard", "shard", sh.ShardID, "version", sh.Version)
+	p := newPoller(s, sh)
+	s.mu.Lock()
+	s.owned[sh.ShardID] = p
+	s.mu.Unlock()
+	s.pollers.Add(1)
+	go func() {
+		defer s.pollers.Done()
+		p.run()
+	}()
+	return true
+}
+
+// renew extends a held claim, or drops it when the record shows another
+// version or owner, or the renewal is refused.
+func (s *Scheduler) renew(ctx context.Context, record store.Shard, now time.Time) {
+	s.mu.Lock()
+	p := s.owned[record.ShardID]
+	s.mu.Unlock()
+	if p == nil {
+		return
+	}
+	if record.Version != p.shard.Version || record.Owner != s.cfg.OwnerID {
+		s.drop(record.ShardID, fmt.Sprintf("claimed by %q at version %d", record.Owner, record.Version))
+		return
+	}
+	sh, err := s.store.RenewShard(ctx, p.shard, now)
+	switch {
+	case errors.Is(err, store.ErrShardMoved):
+		s.drop(record.ShardID, "renewal refused: claimed by another owner")
+	case err != nil:
+		// Keep serving until the lease lapses: a renewal may fail for
+		// a moment (network) and the next tick will try again.
+		if s.lapsed(p.shard, now) {
+			s.drop(record.ShardID, "lease lapsed without renewal")
+		}
+	default:
+		s.mu.Lock()
+		p.shard = sh
+		s.mu.Unlock()
+	}
+}
+
+// drop stops serving a shard at once, without touching its record.
+func (s *Scheduler) drop(shard int, why string) {
+	s.mu.Lock()
+	p := s.owned[shard]
+	delete(s.owned, shard)
+	s.mu.Unlock()
+	if p != nil {
+		p.stop()
+		s.logger.Warn("Stopped serving timer shard", "shard", shard, "reason", why)
+	}
+}
+
+// release stops serving a shard and frees its record.
+func (s *Scheduler) release(ctx context.Context, shard int, why string) {
+	s.mu.Lock()
+	p := s.owned[shard]
+	delete(s.owned, shard)
+	s.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.stop()
+	if err := s.store.ReleaseShard(ctx, p.shard); err != nil && !errors.Is(err, store.ErrShardMoved) {
+		s.logger.Warn("Cannot release timer shard; it lapses instead", "shard", shard, "error", err)
+		return
+	}
+	s.logger.Info("Released timer shard", "shard", shard, "reason", why)
+}
+
+func (s *Scheduler) releaseAll() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, id := range s.Owned() {
+		s.release(ctx, id, "stopping")
+	}
+	s.pollers.Wait()
+}
+
+// enqueue hands a firing to the senders; false if ctx ended first.
+func (s *Scheduler) enqueue(ctx context.Context, r dueRequest) bool {
+	select {
+	case s.queue <- r:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// send sends queued firings, up to ten per request, until ctx ends.
+func (s *Scheduler) send(ctx context.Context) {
+	for {
+		var batch []dueRequest
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-s.queue:
+			batch = append(batch, r)
+		}
+	more:
+		for len(batch) < dueBatchSize {
+			select {
+			case r := <-s.queue:
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		dues := make([]messages.TimerDuePayload, len(batch))
+		for i, r := range batch {
+			dues[i] = r.due
+		}
+		err := s.due(ctx, dues)
+		if ctx.Err() != nil {
+			return // stopping: every poller stops too
+		}
+		for _, r := range batch {
+			r.done(err)
+		}
+	}
+}
