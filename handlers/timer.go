@@ -76,13 +76,10 @@ func (h *Timer) Handle(ctx context.Context, cmd messages.Command) ([]messages.Ou
 // the command, so a redelivery writes the same timer.
 func (h *Timer) create(ctx context.Context, c store.Cmd, p *messages.TimerCreatePayload) ([]messages.Out, error) {
 	shard := h.shards.ShardOf(p.TimerID)
-	t := store.NewTimer(shard, p.TimerID, messages.DerivedID(c.ID, messages.TimerCreate, "timer_uuid"), p.ExecuteAt, c.At)
-	policy, err := json.Marshal(p.RetryPolicy)
+	t, err := TimerRecord(shard, messages.DerivedID(c.ID, messages.TimerCreate, "timer_uuid"), p, c.At)
 	if err != nil {
 		return nil, err
 	}
-	t.GroupID, t.CallbackURL, t.Payload, t.RetryPolicy = p.GroupID, p.Callback, string(p.Payload), string(policy)
-	t.CallbackTimeout = time.Duration(p.CallbackTimeout).Seconds()
 	var ref store.TimerRef
 	err = h.atVersion(ctx, shard, func(v int64) (err error) {
 		ref, err = h.store.CreateTimer(ctx, c, v, t)
@@ -95,6 +92,19 @@ func (h *Timer) create(ctx context.Context, c store.Cmd, p *messages.TimerCreate
 	return one(messages.TimerCreated, c.At, messages.TimerCreatedPayload{
 		TimerID: ref.ID, TimerUUID: ref.UUID, GroupID: ref.GroupID, Shard: ref.Shard, ExecuteAt: ref.ExecuteAt, Callback: ref.Callback,
 	}), nil
+}
+
+// TimerRecord is the record a validated timer.create writes into shard,
+// under uuid, at time now.
+func TimerRecord(shard int, uuid string, p *messages.TimerCreatePayload, now time.Time) (store.Timer, error) {
+	t := store.NewTimer(shard, p.TimerID, uuid, p.ExecuteAt, now)
+	policy, err := json.Marshal(p.RetryPolicy)
+	if err != nil {
+		return store.Timer{}, fmt.Errorf("timer %s retry policy: %w", p.TimerID, err)
+	}
+	t.GroupID, t.CallbackURL, t.Payload, t.RetryPolicy = p.GroupID, p.Callback, string(p.Payload), string(policy)
+	t.CallbackTimeout = time.Duration(p.CallbackTimeout).Seconds()
+	return t, nil
 }
 
 func (h *Timer) delete(ctx context.Context, c store.Cmd, p *messages.TimerDeletePayload) ([]messages.Out, error) {

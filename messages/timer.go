@@ -282,7 +282,8 @@ type TimerDeletedPayload struct {
 	Shard     int    `json:"shard"`
 }
 
-// TimerFiredPayload reports a callback that succeeded.
+// TimerFiredPayload reports a callback that succeeded; ExecuteAt is when
+// that call was due (a retry's time, after failures).
 type TimerFiredPayload struct {
 	TimerID   string    `json:"timer_id"`
 	TimerUUID string    `json:"timer_uuid"`
@@ -297,7 +298,7 @@ type TimerFiredPayload struct {
 }
 
 // TimerFailedPayload reports a timer whose retry policy is spent; the
-// timer is removed.
+// timer is removed. ExecuteAt is when its last call was due.
 type TimerFailedPayload struct {
 	TimerID   string    `json:"timer_id"`
 	TimerUUID string    `json:"timer_uuid"`

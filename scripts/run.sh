@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make run: transit on a local emulator, with a short demo of the sandbox
-# broker and of a layer's life (published, deprecated, removed, deleted).
+# broker, of a layer's life (published, deprecated, removed, deleted) and
+# of durable timers.
 # Starts moto server if nothing answers at AWS_ENDPOINT_URL, provisions the
 # stack, starts a stand-in sandbox provider and `transit serve`, sends a few
 # commands printing their events, then keeps serving until Ctrl-C.
@@ -79,6 +80,30 @@ ddb.delete_item(TableName=sys.argv[1] + "-Layers", Key={"pk": {"S": "lyr#us-east
 PY
 wait "$watcher"
 $T query layers --layer-region us-east-1
+
+# Timers: a command scheduled for later (a timer whose callback sends a
+# sandbox.sync to the sandbox queue), and a callback that keeps failing.
+in3s=$(date -u -d '+3 seconds' +%Y-%m-%dT%H:%M:%SZ)
+step "a timer: in 3 seconds, send the sandbox broker a sync (a command scheduled for later)"
+$T watch --domain sandbox --type sandbox.synced --count 1 --timeout 60s &
+watcher=$!
+sleep 1
+$T send timer.create --wait --json "{\"timer_id\":\"demo-resync\",\"execute_at\":\"$in3s\",
+  \"callback\":\"sqs://$prefix-sandbox-commands\",
+  \"payload\":{\"type\":\"sandbox.sync\",\"payload\":{\"inventory\":[
+    {\"external_id\":\"ext-2\",\"name\":\"lab-2\",\"lab_duration_hours\":4},
+    {\"external_id\":\"ext-3\",\"name\":\"lab-3\",\"lab_duration_hours\":4},
+    {\"external_id\":\"ext-4\",\"name\":\"lab-4\",\"lab_duration_hours\":4}]}}}"
+$T query timers
+wait "$watcher"
+step "a timer whose callback answers 404: retried twice, then timer.failed"
+$T watch --domain timer --type timer.failed --count 1 --timeout 60s &
+watcher=$!
+sleep 1
+$T send timer.create --json "{\"timer_id\":\"demo-broken\",\"execute_at\":\"$in3s\",
+  \"callback\":\"$TRANSIT_PROVIDER_URL/no-such-hook\",\"retry_policy\":{\"max_attempts\":3,\"initial_interval\":\"500ms\"}}"
+wait "$watcher"
+$T query shards
 echo
 echo "transit serve keeps running (log: bin/serve.log). Try:"
 echo "  bin/transit send sandbox.allocate --track_id my-track --wait"

@@ -189,11 +189,11 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 		if err != nil {
 			return err
 		}
-		topics, queues, err := s.transports(ctx, logger)
+		caller, err := s.TimerCaller(ctx)
 		if err != nil {
 			return err
 		}
-		domains[messages.Timer] = handlers.NewTimer(s.Store, scheduler, timers.NewCaller(queues, topics), opts.Now)
+		domains[messages.Timer] = handlers.NewTimer(s.Store, scheduler, caller, opts.Now)
 		background.Go(func() { scheduler.Run(bgCtx) })
 	}
 	for d, h := range domains {
@@ -346,6 +346,15 @@ func (s *Service) sweep(ctx context.Context, pub message.Publisher, now func() t
 			}
 		}
 	}
+}
+
+// TimerCaller runs timer callbacks: HTTP, or the account's queues and topics.
+func (s *Service) TimerCaller(ctx context.Context) (*timers.Caller, error) {
+	topics, queues, err := s.transports(ctx, watermill.NewSlogLogger(s.Logger))
+	if err != nil {
+		return nil, err
+	}
+	return timers.NewCaller(queues, topics), nil
 }
 
 // scheduler is this instance's share of the timer shards; it sends

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"transit/config"
+	"transit/handlers"
 	"transit/messages"
 	"transit/router"
 	"transit/service"
@@ -174,8 +175,6 @@ func (s *stack) storedTimers() []store.Timer {
 // measure firing, not the emulator's pace at taking commands.
 func (s *stack) seedTimers(callbackURL string, due map[string]time.Time) map[string]string {
 	ctx := context.Background()
-	policy, err := json.Marshal(messages.DefaultRetryPolicy)
-	require.NoError(s.t, err)
 	var mu sync.Mutex
 	uuids := map[string]string{}
 	work := make(chan string)
@@ -190,8 +189,17 @@ func (s *stack) seedTimers(callbackURL string, due map[string]time.Time) map[str
 					errs <- err
 					continue
 				}
-				t := store.NewTimer(shard, id, uuid.NewString(), due[id], time.Now())
-				t.CallbackURL, t.Payload, t.CallbackTimeout, t.RetryPolicy = callbackURL, fmt.Sprintf(`{"timer":%q}`, id), 10, string(policy)
+				p := &messages.TimerCreatePayload{TimerID: id, ExecuteAt: due[id], Callback: callbackURL,
+					Payload: json.RawMessage(fmt.Sprintf(`{"timer":%q}`, id))}
+				if err := p.Validate(); err != nil {
+					errs <- err
+					continue
+				}
+				t, err := handlers.TimerRecord(shard, uuid.NewString(), p, time.Now())
+				if err != nil {
+					errs <- err
+					continue
+				}
 				cmd := store.Cmd{ID: uuid.NewString(), Type: string(messages.TimerCreate), CorrelationID: "seed", At: time.Now()}
 				if _, err := s.svc.Store.CreateTimer(ctx, cmd, version, t); err != nil {
 					errs <- err

@@ -322,7 +322,7 @@ func (s *Store) CreateTimer(ctx context.Context, cmd Cmd, version int64, t Timer
 // there was no such timer.
 func (s *Store) DeleteTimer(ctx context.Context, cmd Cmd, shard int, version int64, id string) (TimerRef, error) {
 	for round := 0; round < allocateRounds; round++ {
-		t, found, err := getItem[Timer](ctx, s.db, s.timers, timerKey(shard, id))
+		t, found, err := s.GetTimer(ctx, shard, id)
 		if err != nil {
 			return TimerRef{}, fmt.Errorf("delete timer %s: %w", id, err)
 		}
@@ -380,6 +380,15 @@ func (s *Store) settleInShard(ctx context.Context, cmd Cmd, items []types.Transa
 		case <-time.After(pause):
 		}
 	}
+}
+
+// GetTimer reads one timer, strongly consistent.
+func (s *Store) GetTimer(ctx context.Context, shard int, id string) (Timer, bool, error) {
+	t, found, err := getItem[Timer](ctx, s.db, s.timers, timerKey(shard, id))
+	if err != nil {
+		return Timer{}, false, fmt.Errorf("read timer %s: %w", id, err)
+	}
+	return t, found, nil
 }
 
 // DueTimers lists a shard's timers due before the given time, earliest
@@ -445,7 +454,7 @@ func (s *Store) StartFiring(ctx context.Context, cmd Cmd, shard int, id, uuid st
 	if errors.As(err, &ccf) {
 		// Rare: read why, rather than rely on every emulator returning
 		// the old item with the failure.
-		t, found, rerr := getItem[Timer](ctx, s.db, s.timers, timerKey(shard, id))
+		t, found, rerr := s.GetTimer(ctx, shard, id)
 		switch {
 		case rerr != nil:
 			return Timer{}, fmt.Errorf("fire timer %s: %w", id, rerr)
