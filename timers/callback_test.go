@@ -72,7 +72,9 @@ func TestCall_failures(t *testing.T) {
 		Want    string
 	}{
 		{"server_error", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "down for maintenance", 503) }, "503"},
-		{"redirect_not_followed", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "http://example.com/", http.StatusFound) }, "302"},
+		{"redirect_not_followed", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "http://example.com/", http.StatusFound)
+		}, "302"},
 		{"slower_than_the_timeout", func(w http.ResponseWriter, r *http.Request) {
 			select {
 			case <-r.Context().Done():
