@@ -189,25 +189,28 @@ func (s *Scheduler) balance(ctx context.Context) error {
 			live[r.Owner]++
 		}
 	}
-	share := (s.cfg.Shards + len(live) - 1) / len(live)
-	if len(held) > share {
-		for _, id := range held[share:] {
+	// An even share is low or high shards (they differ when the shards do
+	// not divide evenly).
+	low := s.cfg.Shards / len(live)
+	high := (s.cfg.Shards + len(live) - 1) / len(live)
+	if len(held) > high {
+		for _, id := range held[high:] {
 			s.release(ctx, id, "handing back above an even share")
 		}
 		return nil
 	}
 	for _, r := range free {
-		if len(held) >= share {
+		if len(held) >= high {
 			return nil
 		}
 		if s.claim(ctx, r, now) {
 			held = append(held, r.ShardID)
 		}
 	}
-	if len(held) < share {
-		// No free shard: take one from the busiest owner above its share.
+	if len(held) < low {
+		// No free shard: take one from the busiest owner above the share.
 		// A newcomer holds nothing, so nobody else knows it exists yet.
-		if r, ok := busiest(records, live, share); ok && s.claim(ctx, r, now) {
+		if r, ok := busiest(records, live, low); ok && s.claim(ctx, r, now) {
 			s.logger.Info("Took a timer shard from an owner above its share", "shard", r.ShardID, "from", r.Owner)
 		}
 	}
