@@ -142,7 +142,8 @@ func TestRouter_permanent_failures_go_to_the_DLQ_once(t *testing.T) {
 		WantCalled bool
 	}{
 		{Name: "malformed_json", Body: `{"type":`, Reason: "not a JSON envelope"},
-		{Name: "command_of_another_domain", Body: `{"type":"timer.create","payload":{}}`, Reason: "unknown command type"},
+		{Name: "unknown_type", Body: `{"type":"timer.explode","payload":{}}`, Reason: "unknown command type"},
+		{Name: "command_of_another_domain", Body: `{"type":"timer.delete","payload":{"timer_id":"t-1"}}`, Reason: "is not a sandbox command"},
 		{Name: "handler_says_invalid", Body: `{"type":"sandbox.allocate","payload":{"track_id":"t"}}`,
 			Fail: &messages.InvalidError{Field: "track_id", Reason: "not on this pool"}, Reason: "not on this pool", WantCalled: true},
 	}

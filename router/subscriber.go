@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptrace"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -59,10 +61,13 @@ type Subscriber struct {
 	config SubscriberConfig
 	logger watermill.LoggerAdapter
 
-	closing  chan struct{}
-	inFlight sync.WaitGroup
-	loops    sync.WaitGroup
-	once     sync.Once
+	// mu orders Subscribe's count of subscriptions before Close's wait.
+	mu      sync.Mutex
+	closing chan struct{}
+	once    sync.Once
+	// subscriptions counts those not yet finished: receiving, or with
+	// messages in flight or deletes under way.
+	subscriptions sync.WaitGroup
 }
 
 // NewSubscriber returns a subscriber reading with client.
@@ -76,55 +81,51 @@ func NewSubscriber(client *sqs.Client, config SubscriberConfig, logger watermill
 	}
 }
 
-// Subscribe consumes the queue named topic. Each message's context is not
-// cancelled by Close, so work in flight can finish during a drain.
+// Subscribe consumes the queue named topic until ctx is cancelled or the
+// subscriber is closed. Each message's context is not cancelled by
+// either, so work in flight can finish during a drain.
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	s.mu.Lock()
 	select {
 	case <-s.closing:
+		s.mu.Unlock()
 		return nil, errors.New("subscriber closed")
 	default:
 	}
+	s.subscriptions.Add(1)
+	s.mu.Unlock()
 	got, err := s.sqs.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(topic)})
 	if err != nil {
+		s.subscriptions.Done()
 		return nil, fmt.Errorf("look up queue %s: %w", topic, err)
 	}
-	url := aws.ToString(got.QueueUrl)
-	out := make(chan *message.Message)
-	q := newQueue(s, url)
-	// Stopping does not cut a receive short at once: SQS may already have
-	// handed it messages, which would then stay invisible for the whole
-	// visibility timeout. A receive in progress gets receiveGrace to
-	// return (a busy queue answers at once) and what it brings is given
-	// back; only an idle long poll is cancelled.
-	receiveCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stopping, stop := context.WithCancel(context.Background())
 	go func() {
 		select {
 		case <-s.closing:
 		case <-ctx.Done():
 		}
-		close(q.stop)
-		time.AfterFunc(receiveGrace, cancel)
+		stop()
 	}()
+	q := newQueue(s, aws.ToString(got.QueueUrl), context.WithoutCancel(ctx), stopping)
+	out := make(chan *message.Message)
 	// One receive loop per ten slots: a receive returns at most ten
-	// messages. More loops did not raise throughput reliably, and each
-	// extra receive during a stop counts towards a message's
-	// maxReceiveCount (a bounced message reached the DLQ).
+	// messages. Each loop has at most one receive outstanding.
 	loops := (s.config.Concurrency + 9) / 10
 	var wg sync.WaitGroup
 	for i := 0; i < loops; i++ {
 		wg.Add(1)
-		s.loops.Add(1)
 		go func() {
 			defer wg.Done()
-			defer s.loops.Done()
-			q.receive(receiveCtx, out)
+			q.receive(out)
 		}()
 	}
 	go func() {
 		wg.Wait()
-		s.inFlight.Wait()
+		q.inFlight.Wait()
 		close(q.pending)
 		close(out)
+		s.subscriptions.Done()
 	}()
 	return out, nil
 }
@@ -133,11 +134,17 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 // has its own, so a long poll on an idle queue never starves another) and
 // the batching of its deletes.
 type queue struct {
-	sub   *Subscriber
-	url   string
-	slots chan struct{}
-	// stop is closed when the subscription stops receiving.
-	stop chan struct{}
+	sub *Subscriber
+	url string
+	// ctx carries the subscriber's values to requests; it is never cancelled.
+	ctx context.Context
+	// stopping is cancelled when the subscription stops receiving.
+	stopping context.Context
+	slots    chan struct{}
+	// inFlight counts messages handed out and not yet settled with SQS.
+	inFlight sync.WaitGroup
+	// awaiting counts messages handed out and neither acked nor nacked.
+	awaiting atomic.Int32
 	// pending are acked messages waiting to be deleted in a batch.
 	pending chan pendingDelete
 }
@@ -148,82 +155,138 @@ type pendingDelete struct {
 	done chan struct{}
 }
 
-// receiveGrace is how long a receive in progress when the subscription
-// stops may take to return before it is cancelled.
+// receiveGrace is how long after it is sent a receive is left to run when
+// the subscription stops. SQS counts a message as received once it has
+// picked it for a receive, before the answer reaches us: cancelling then
+// would leave the message invisible for the whole visibility timeout,
+// while an answer that arrives is given back at once. A receive
+// unanswered for longer is an idle long poll, cancelled at once.
 const receiveGrace = 2 * time.Second
 
-// deleteLinger is the longest an acked message waits for others to share
-// its DeleteMessageBatch.
+// deleteLinger is how long an acked message waits for others to share its
+// DeleteMessageBatch while other messages still await their verdict.
 const deleteLinger = 5 * time.Millisecond
 
-func newQueue(s *Subscriber, url string) *queue {
-	q := &queue{sub: s, url: url, slots: make(chan struct{}, s.config.Concurrency), stop: make(chan struct{}), pending: make(chan pendingDelete, 10)}
+func newQueue(s *Subscriber, url string, ctx, stopping context.Context) *queue {
+	q := &queue{
+		sub: s, url: url, ctx: ctx, stopping: stopping,
+		slots:   make(chan struct{}, s.config.Concurrency),
+		pending: make(chan pendingDelete, 10),
+	}
 	go q.deleteBatches()
 	return q
 }
 
-func (q *queue) receive(ctx context.Context, out chan<- *message.Message) {
-	s := q.sub
-	logFields := watermill.LogFields{"queue": q.url}
-	for !q.stopped() {
+// receive asks for messages while there are free slots, until the
+// subscription stops: from then on it sends no receive.
+func (q *queue) receive(out chan<- *message.Message) {
+	for {
 		n := q.acquire(10)
 		if n == 0 {
 			return
 		}
-		res, err := s.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:                    aws.String(q.url),
-			MaxNumberOfMessages:         int32(n),
-			WaitTimeSeconds:             s.config.WaitTimeSeconds,
-			MessageAttributeNames:       []string{"All"},
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount},
-		})
+		msgs, err := q.receiveMessages(n)
 		if err != nil {
 			q.release(n)
-			if ctx.Err() != nil {
+			if q.stopped() {
 				return
 			}
-			s.logger.Error("Cannot receive messages", err, logFields)
+			q.sub.logger.Error("Cannot receive messages", err, watermill.LogFields{"queue": q.url})
 			select {
 			case <-time.After(time.Second):
-			case <-q.stop:
+			case <-q.stopping.Done():
 			}
 			continue
 		}
-		q.release(n - len(res.Messages))
-		for _, m := range res.Messages {
-			if !q.stopped() {
-				msg := toMessage(m)
-				select {
-				case out <- msg:
-					s.inFlight.Add(1)
-					go q.settle(m, msg)
-					continue
-				case <-q.stop:
-				}
+		q.release(n - len(msgs))
+		q.handOut(out, msgs)
+	}
+}
+
+// receiveMessages receives up to n messages. Once the subscription stops,
+// an unanswered receive is cancelled when it is receiveGrace old (at once
+// if it already is), and no new attempt (an SDK retry) is sent.
+func (q *queue) receiveMessages(n int) ([]types.Message, error) {
+	sent := time.Now()
+	var answering atomic.Bool
+	ctx, cancel := context.WithCancel(q.ctx)
+	defer cancel()
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GetConn: func(string) {
+			answering.Store(false)
+			if q.stopped() {
+				cancel()
 			}
-			// Stopping: give back what was received but not handed out, so
-			// another consumer takes it now rather than after the
-			// visibility timeout.
-			s.setVisibility(q.url, m, 0)
-			q.release(1)
+		},
+		GotFirstResponseByte: func() { answering.Store(true) },
+	})
+	cut := func() {
+		if !answering.Load() {
+			cancel()
 		}
 	}
+	defer context.AfterFunc(q.stopping, func() {
+		if wait := receiveGrace - time.Since(sent); wait > 0 {
+			time.AfterFunc(wait, cut)
+		} else {
+			cut()
+		}
+	})()
+	res, err := q.sub.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl:                    aws.String(q.url),
+		MaxNumberOfMessages:         int32(n),
+		WaitTimeSeconds:             q.sub.config.WaitTimeSeconds,
+		MessageAttributeNames:       []string{"All"},
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res.Messages, nil
 }
 
-func (q *queue) stopped() bool {
-	select {
-	case <-q.stop:
-		return true
-	default:
-		return false
+// handOut passes received messages to the router, each in a slot
+// acquired for it. Once the subscription stops, what the router has not
+// taken goes back to the queue, so another consumer takes it now rather
+// than after the visibility timeout. (Handing it out during the drain
+// would save its receive, but nothing guarantees that whoever stopped the
+// subscription still handles or waits for it.)
+func (q *queue) handOut(out chan<- *message.Message, msgs []types.Message) {
+	for i, m := range msgs {
+		if !q.stopped() {
+			msg := toMessage(m)
+			q.inFlight.Add(1)
+			q.awaiting.Add(1)
+			select {
+			case out <- msg:
+				go q.settle(m, msg)
+				continue
+			case <-q.stopping.Done():
+				q.awaiting.Add(-1)
+				q.inFlight.Done()
+			}
+		}
+		for _, m := range msgs[i:] {
+			q.sub.setVisibility(q.url, m, 0)
+			q.release(1)
+		}
+		return
 	}
 }
 
-// acquire takes up to max free slots, waiting for at least one.
+func (q *queue) stopped() bool { return q.stopping.Err() != nil }
+
+// acquire takes up to max free slots, waiting for at least one; none once
+// the subscription stops.
 func (q *queue) acquire(max int) int {
 	select {
 	case q.slots <- struct{}{}:
-	case <-q.stop:
+	case <-q.stopping.Done():
+		return 0
+	}
+	// select chooses at random when a slot is free as the stop comes.
+	if q.stopped() {
+		q.release(1)
 		return 0
 	}
 	n := 1
@@ -244,19 +307,20 @@ func (q *queue) release(n int) {
 	}
 }
 
-// busy is how many slots are taken: messages in flight, or asked for.
-func (q *queue) busy() int { return len(q.slots) }
-
-// settle waits for the router's verdict: an ack deletes the message (in a
-// batch with others), a nack makes it visible again after a backoff that
-// grows with each receive.
+// settle waits for the router's verdict. The slot is free at once, so the
+// next receive does not wait for SQS to confirm this one: an ack deletes
+// the message (in a batch with others), a nack makes it visible again
+// after a backoff that grows with each receive. The drain waits for both.
 func (q *queue) settle(m types.Message, msg *message.Message) {
-	defer q.sub.inFlight.Done()
-	defer q.release(1)
+	defer q.inFlight.Done()
 	select {
 	case <-msg.Acked():
+		q.awaiting.Add(-1)
+		q.release(1)
 		q.delete(m, msg.UUID)
 	case <-msg.Nacked():
+		q.awaiting.Add(-1)
+		q.release(1)
 		q.sub.setVisibility(q.url, m, q.sub.nackDelay(m))
 	}
 }
@@ -269,25 +333,46 @@ func (q *queue) delete(m types.Message, uuid string) {
 	<-p.done
 }
 
-// deleteBatches sends up to ten deletes per DeleteMessageBatch. It sends
-// at once when every message in flight has been acked, so a lone command
-// is never held back; otherwise it waits up to deleteLinger for more.
+// deleteBatches sends acked messages' deletes, up to ten per
+// DeleteMessageBatch, each batch in its own goroutine. A full batch goes
+// at once; otherwise one partial batch at a time, so the next one fills
+// while a delete is under way and a busy queue sends fewer requests.
 func (q *queue) deleteBatches() {
+	partial := make(chan struct{}, 1)
 	for first := range q.pending {
-		batch := []pendingDelete{first}
-		linger := time.NewTimer(deleteLinger)
-	collect:
-		for len(batch) < 10 && len(batch) < q.busy() {
-			select {
-			case p := <-q.pending:
-				batch = append(batch, p)
-			case <-linger.C:
-				break collect
+		batch, isPartial := q.collect(first, partial)
+		go func() {
+			q.flush(batch)
+			if isPartial {
+				<-partial
 			}
-		}
-		linger.Stop()
-		q.flush(batch)
+		}()
 	}
+}
+
+// collect adds acked messages to first's batch until it is full, or until
+// it takes the partial token once deleteLinger has passed or no other
+// message awaits its verdict (so a lone command is never held back).
+func (q *queue) collect(first pendingDelete, partial chan<- struct{}) (batch []pendingDelete, isPartial bool) {
+	batch = []pendingDelete{first}
+	linger := time.NewTimer(deleteLinger)
+	defer linger.Stop()
+	lingered := false
+	for len(batch) < 10 {
+		var ready chan<- struct{}
+		if lingered || q.awaiting.Load() == 0 {
+			ready = partial
+		}
+		select {
+		case p := <-q.pending:
+			batch = append(batch, p)
+		case <-linger.C:
+			lingered = true
+		case ready <- struct{}{}:
+			return batch, true
+		}
+	}
+	return batch, false
 }
 
 func (q *queue) flush(batch []pendingDelete) {
@@ -342,11 +427,12 @@ func (s *Subscriber) setVisibility(url string, m types.Message, d time.Duration)
 func (s *Subscriber) Close() error {
 	var err error
 	s.once.Do(func() {
+		s.mu.Lock()
 		close(s.closing)
+		s.mu.Unlock()
 		done := make(chan struct{})
 		go func() {
-			s.loops.Wait()
-			s.inFlight.Wait()
+			s.subscriptions.Wait()
 			close(done)
 		}()
 		select {

@@ -229,15 +229,25 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 	if s.Config.SweepInterval > 0 {
 		go s.sweep(ctx, pub, opts.Now)
 	}
+	// The router runs on its own context, ended by Close: a stop that
+	// comes while it is still subscribing waits for the start to finish,
+	// so no handler already started is left running after Serve returns.
+	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRun()
 	ran := make(chan error, 1)
-	go func() { ran <- r.Run(ctx) }()
+	go func() { ran <- r.Run(runCtx) }()
 	select {
 	case <-r.Running():
 	case err := <-ran:
-		if ctx.Err() != nil {
-			return nil // asked to stop while starting
-		}
 		return err
+	case <-ctx.Done():
+		select {
+		case <-r.Running():
+		case err := <-ran:
+			return err
+		case <-time.After(s.Config.DrainTimeout):
+			return fmt.Errorf("stopped while starting: the router did not start within the drain timeout (%s)", s.Config.DrainTimeout)
+		}
 	}
 	<-ctx.Done()
 	// Only a running router may be closed: Close during RunHandlers waits

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
@@ -23,11 +24,16 @@ func runBench(ctx context.Context, args []string) error {
 	levels := fs.String("concurrency", "1,4,16", "consumer concurrencies to measure at")
 	fs.IntVar(&o.Rounds, "rounds", 5, "rounds of the allocation race")
 	fs.StringVar(&o.OutDir, "out", "bench/out", "where report.json and throughput.svg go")
+	fs.IntVar(&o.Timers, "timers", 2000, "timers in the timer case (0 skips it)")
+	fs.DurationVar(&o.TimerSpread, "timer-spread", 3*time.Second, "the timer case's timers fall due within this")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if o.Commands < 2 || o.Commands%2 != 0 {
 		return fmt.Errorf("--commands: %d, want an even number of at least 2", o.Commands)
+	}
+	if o.Timers < 0 || o.TimerSpread <= 0 {
+		return fmt.Errorf("--timers %d / --timer-spread %s: want 0 or more timers within a positive spread", o.Timers, o.TimerSpread)
 	}
 	if o.Rounds < 1 {
 		return fmt.Errorf("--rounds: %d, want at least 1", o.Rounds)

@@ -16,6 +16,7 @@ import (
 
 	"transit/handlers"
 	"transit/messages"
+	"transit/router"
 	"transit/service"
 )
 
@@ -31,15 +32,20 @@ func (noProvider) DeleteSandbox(context.Context, string) error {
 // publishing its events and deleting it, with the SDK alone: no Watermill,
 // no router, no middleware. The difference to transit is their cost.
 func Baseline(ctx context.Context, svc *service.Service, concurrency int) error {
-	q, err := svc.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(svc.Stack.CommandQueue(messages.Sandbox))})
+	return runBaseline(ctx, svc, messages.Sandbox, handlers.NewSandbox(svc.Store, noProvider{}, time.Now), concurrency)
+}
+
+// runBaseline runs the comparison loop on domain d's queue with h.
+func runBaseline(ctx context.Context, svc *service.Service, d messages.Domain, h router.Handler, concurrency int) error {
+	q, err := svc.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(svc.Stack.CommandQueue(d))})
 	if err != nil {
 		return fmt.Errorf("baseline: %w", err)
 	}
-	topic, err := svc.TopicARN(ctx, svc.Stack.EventTopic(messages.Sandbox))
+	topic, err := svc.TopicARN(ctx, svc.Stack.EventTopic(d))
 	if err != nil {
 		return fmt.Errorf("baseline: %w", err)
 	}
-	b := baseline{svc: svc, handler: handlers.NewSandbox(svc.Store, noProvider{}, time.Now), queueURL: aws.ToString(q.QueueUrl), topicARN: topic}
+	b := baseline{svc: svc, handler: h, queueURL: aws.ToString(q.QueueUrl), topicARN: topic}
 	var wg sync.WaitGroup
 	errs := make(chan error, concurrency)
 	for range concurrency {
@@ -58,7 +64,7 @@ func Baseline(ctx context.Context, svc *service.Service, concurrency int) error 
 
 type baseline struct {
 	svc      *service.Service
-	handler  *handlers.Sandbox
+	handler  router.Handler
 	queueURL string
 	topicARN string
 }

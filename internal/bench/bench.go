@@ -26,6 +26,9 @@ type Options struct {
 	Concurrencies []int
 	// Rounds of the allocation race.
 	Rounds int
+	// Timers due within TimerSpread in the timer case; 0 skips it.
+	Timers      int
+	TimerSpread time.Duration
 	// OutDir receives report.json, throughput.svg and the workers' stats.
 	OutDir string
 	// Executable is the transit binary the workers run.
@@ -39,6 +42,7 @@ type Report struct {
 	Pipeline   []PipelineResult `json:"pipeline"`
 	Floor      perCommand       `json:"floor"`
 	Contention ContentionResult `json:"contention"`
+	Timers     *TimerResult     `json:"timers,omitempty"`
 }
 
 // Run starts its own emulators, measures, prints the report to out and
@@ -71,6 +75,15 @@ func Run(ctx context.Context, o Options, out io.Writer) (Report, error) {
 	fmt.Fprintf(out, "contention: %d rounds of 50 allocators for 10 sandboxes...\n", o.Rounds)
 	if rep.Contention, err = runContention(ctx, o, o.Rounds, 50, 10); err != nil {
 		return rep, fmt.Errorf("contention: %w", err)
+	}
+	if o.Timers > 0 {
+		c := o.Concurrencies[len(o.Concurrencies)-1]
+		fmt.Fprintf(out, "timers: %d due within %s, concurrency %d, then the emulators' ceiling for the same calls...\n", o.Timers, o.TimerSpread, c)
+		t, err := runTimers(ctx, o, o.Timers, o.TimerSpread, c)
+		if err != nil {
+			return rep, fmt.Errorf("timers: %w", err)
+		}
+		rep.Timers = &t
 	}
 	rep.Write(out)
 	b, _ := json.MarshalIndent(rep, "", "  ")

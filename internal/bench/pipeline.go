@@ -55,6 +55,9 @@ type stack struct {
 	svc      *service.Service
 	queueURL string
 	tap      *service.Tap
+	// stopDispatch ends the event reader; dispatched is closed when it has.
+	stopDispatch context.CancelFunc
+	dispatched   chan struct{}
 
 	mu        sync.Mutex
 	waiters   map[string]chan service.TapEvent
@@ -85,8 +88,10 @@ func newStack(ctx context.Context, prefix string, pool int) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &stack{svc: svc, queueURL: aws.ToString(q.QueueUrl), tap: tap, waiters: map[string]chan service.TapEvent{}}
-	go s.dispatch(ctx)
+	dctx, stop := context.WithCancel(ctx)
+	s := &stack{svc: svc, queueURL: aws.ToString(q.QueueUrl), tap: tap, waiters: map[string]chan service.TapEvent{},
+		stopDispatch: stop, dispatched: make(chan struct{})}
+	go s.dispatch(dctx)
 	return s, nil
 }
 
@@ -118,13 +123,26 @@ func seed(ctx context.Context, svc *service.Service, prefix string, n int) error
 	return nil
 }
 
-func (s *stack) close(ctx context.Context) { s.tap.Close(ctx) }
+// close stops the event reader before deleting its queue: a reader left
+// polling a deleted queue fails at once, again and again, and loaded moto
+// for every measurement after it (transit's always ran after its baseline).
+func (s *stack) close(ctx context.Context) {
+	s.stopDispatch()
+	<-s.dispatched
+	s.tap.Close(ctx)
+}
 
 // dispatch hands each event to whoever waits for its command.
 func (s *stack) dispatch(ctx context.Context) {
+	defer close(s.dispatched)
 	for ctx.Err() == nil {
 		events, err := s.tap.Receive(ctx, 1)
 		if err != nil {
+			// Not a busy loop if the emulator keeps failing.
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+			}
 			continue
 		}
 		for _, ev := range events {
@@ -209,15 +227,19 @@ type worker struct {
 	stats string
 }
 
-func startWorker(exe, dir, role, prefix string, concurrency int) (*worker, error) {
+// startWorker starts the process for role; extra flags come last and win.
+// The sandbox pipeline's allocations arm no expiry timers: the baseline
+// has none, and the timer case measures timers on its own.
+func startWorker(exe, dir, role, prefix string, concurrency int, extra ...string) (*worker, error) {
 	sub := "serve"
 	if role == RoleBaseline {
 		sub = "bench-baseline"
 	}
 	stats := filepath.Join(dir, fmt.Sprintf("%s-c%d.stats.json", role, concurrency))
-	cmd := exec.Command(exe, sub, "--prefix", prefix, "--concurrency", strconv.Itoa(concurrency),
+	args := []string{sub, "--prefix", prefix, "--concurrency", strconv.Itoa(concurrency),
 		"--stats-out", stats, "--sweep-interval", "0", "--provider-url", "http://127.0.0.1:9", "--log-level", "warn",
-		"--domains", string(messages.Sandbox))
+		"--domains", string(messages.Sandbox), "--sandbox-expiry", "sweep"}
+	cmd := exec.Command(exe, append(args, extra...)...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", role, err)

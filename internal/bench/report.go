@@ -127,6 +127,18 @@ func (r Report) Write(out io.Writer) {
 	for _, p := range ct.Problems {
 		fmt.Fprintln(out, "  problem:", p)
 	}
+
+	if t := r.Timers; t != nil {
+		fmt.Fprintf(out, "\nTimers: %d due within %s, one transit serve at concurrency %d, %d timer shards polled every %s\n",
+			t.Timers, t.Spread, t.Concurrency, timerShards, timerPoll)
+		fmt.Fprintln(w, "\tfired/s	lateness p50 ms	lateness p99 ms	")
+		fmt.Fprintf(w, "transit	%.1f	%s	%s	\n", t.FiredPerSecond, ms(t.LatenessP50), ms(t.LatenessP99))
+		fmt.Fprintf(w, "emulator ceiling (plain SDK loop, same calls)	%.1f	%s	%s	\n", t.CeilingPerSecond, ms(t.CeilingP50), ms(t.CeilingP99))
+		fmt.Fprintf(w, "transit's own share		%s	%s	\n", ms(max(0, t.LatenessP50-t.CeilingP50)), ms(max(0, t.LatenessP99-t.CeilingP99)))
+		w.Flush()
+		fmt.Fprintf(out, "(the ceiling's lateness is what firing at the ceiling's rate alone would give the same due times; max lateness %s; callbacks repeated: %d)\n",
+			t.LatenessMax.Round(time.Millisecond), t.Repeats)
+	}
 }
 
 func perCmd(v float64, commands int) float64 {
