@@ -384,8 +384,10 @@ func (s *Service) scheduler(ctx context.Context) (*timers.Scheduler, error) {
 		Shards:       s.Config.TimerShards,
 		Lease:        s.Config.TimerLease,
 		PollInterval: s.Config.TimerPollInterval,
-		OwnerID:      fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]),
-		Metadata:     string(meta),
+		// Enough to keep this instance's consumers busy between polls.
+		MaxOutstanding: max(100, 10*s.Config.Concurrency),
+		OwnerID:        fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]),
+		Metadata:       string(meta),
 	}
 	return timers.NewScheduler(cfg, s.Store, func(ctx context.Context, dues []messages.TimerDuePayload) error {
 		msgs := make([]*message.Message, len(dues))

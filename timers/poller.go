@@ -44,6 +44,12 @@ type firing struct {
 	due    messages.TimerDuePayload
 	timer  *time.Timer
 	sentAt time.Time // zero until sent
+	// outstanding is true from the send until the timer no longer shows
+	// as due: the firing counts against Config.MaxOutstanding.
+	outstanding bool
+	// held is true when it came due while MaxOutstanding firings were
+	// outstanding; the next poll sends it.
+	held bool
 }
 
 func newPoller(s *Scheduler, sh store.Shard) *poller {
@@ -72,6 +78,7 @@ func (p *poller) run() {
 		p.s.mu.Lock()
 		for _, f := range p.firings {
 			f.timer.Stop()
+			p.settled(f)
 		}
 		p.s.mu.Unlock()
 	}()
@@ -113,7 +120,11 @@ func (p *poller) poll() error {
 			f = &firing{due: messages.TimerDuePayload{Shard: p.id, TimerID: t.ID, TimerUUID: t.UUID, ExecuteAt: t.ExecuteAt.Time}}
 			p.firings[k] = f
 			f.timer = time.AfterFunc(time.Until(t.ExecuteAt.Time), func() { p.send(k) })
+		case f.held:
+			f.held = false
+			f.timer.Reset(0)
 		case !f.sentAt.IsZero() && now.Sub(f.sentAt) > resendAfter:
+			p.settled(f)
 			f.sentAt = time.Time{}
 			f.timer.Reset(0)
 		}
@@ -124,13 +135,24 @@ func (p *poller) poll() error {
 		case f.sentAt.IsZero():
 			f.timer.Stop() // deleted or moved before it was due
 			delete(p.firings, k)
-		case now.Sub(f.sentAt) > forgetAfter:
-			// Kept a while after it was sent, so that an index read that
-			// still shows the timer does not send it again.
-			delete(p.firings, k)
+		default:
+			p.settled(f)
+			if now.Sub(f.sentAt) > forgetAfter {
+				// Kept a while after it was sent, so that an index read
+				// that still shows the timer does not send it again.
+				delete(p.firings, k)
+			}
 		}
 	}
 	return nil
+}
+
+// settled stops counting f as outstanding; p.s.mu is held.
+func (p *poller) settled(f *firing) {
+	if f.outstanding {
+		f.outstanding = false
+		p.s.outstanding--
+	}
 }
 
 // send queues the firing for sending; if the send fails, the firing is
@@ -138,8 +160,13 @@ func (p *poller) poll() error {
 func (p *poller) send(k firingKey) {
 	p.s.mu.Lock()
 	f := p.firings[k]
+	if f != nil && p.s.outstanding >= p.s.cfg.MaxOutstanding {
+		f.held = true
+		f = nil
+	}
 	if f != nil {
-		f.sentAt = time.Now()
+		f.sentAt, f.outstanding = time.Now(), true
+		p.s.outstanding++
 	}
 	p.s.mu.Unlock()
 	if f == nil || p.ctx.Err() != nil {
@@ -152,6 +179,7 @@ func (p *poller) send(k firingKey) {
 		p.s.logger.Warn("Sending timer.due failed; the next poll sends it again", "shard", p.id, "timer_id", f.due.TimerID, "error", err)
 		p.s.mu.Lock()
 		if p.firings[k] == f {
+			p.settled(f)
 			delete(p.firings, k)
 		}
 		p.s.mu.Unlock()

@@ -30,6 +30,11 @@ type Config struct {
 	// due; timers due up to two intervals ahead are loaded, so they fire
 	// on time rather than up to an interval late.
 	PollInterval time.Duration
+	// MaxOutstanding bounds the firings this instance has sent and not
+	// yet seen finish; later ones wait for the next poll. It keeps the
+	// timer queue about as deep as the consumers can take soon, so a
+	// burst of due timers waits here, in due order, not in the queue.
+	MaxOutstanding int
 	// OwnerID names this instance in the shard records; unique per process.
 	OwnerID string
 	// Metadata describes this instance for operators (JSON).
@@ -48,6 +53,9 @@ type shardStore interface {
 
 // DueFunc sends timer.due for each firing given (at most ten).
 type DueFunc func(ctx context.Context, due []messages.TimerDuePayload) error
+
+// defaultMaxOutstanding applies when Config.MaxOutstanding is not set.
+const defaultMaxOutstanding = 100
 
 // Firings due at the same moment are sent ten to a request by a few
 // senders, which take whatever is waiting rather than wait for more.
@@ -69,16 +77,20 @@ type Scheduler struct {
 	due    DueFunc
 	logger *slog.Logger
 
-	mu      sync.Mutex
-	owned   map[int]*poller
-	pollers sync.WaitGroup
-	queue   chan dueRequest
+	mu          sync.Mutex
+	owned       map[int]*poller
+	outstanding int // firings sent and not yet seen finish, across pollers
+	pollers     sync.WaitGroup
+	queue       chan dueRequest
 }
 
 // NewScheduler returns a scheduler; Run starts it.
 func NewScheduler(cfg Config, st shardStore, due DueFunc, logger *slog.Logger) *Scheduler {
 	if st == nil || due == nil || logger == nil {
 		panic("timers: NewScheduler needs a store, a due function and a logger")
+	}
+	if cfg.MaxOutstanding <= 0 {
+		cfg.MaxOutstanding = defaultMaxOutstanding
 	}
 	return &Scheduler{cfg: cfg, store: st, due: due, logger: logger.With("owner", cfg.OwnerID),
 		owned: map[int]*poller{}, queue: make(chan dueRequest, dueBatchSize*dueSenders)}

@@ -89,6 +89,13 @@ func newReceiver(want int) (*receiver, error) {
 	return r, nil
 }
 
+// called counts the timers called back so far.
+func (r *receiver) called() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.first)
+}
+
 func (r *receiver) wait(ctx context.Context, timeout time.Duration) error {
 	select {
 	case <-r.all:
@@ -296,11 +303,22 @@ func timerCeiling(ctx context.Context, n, concurrency int) (float64, error) {
 	loopCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	began := time.Now()
-	if err := router.SendBatch(ctx, svc.SQS, aws.ToString(q.QueueUrl), msgs); err != nil {
-		return 0, err
-	}
 	loop := make(chan error, 1)
 	go func() { loop <- runBaseline(loopCtx, svc, messages.Timer, handler, concurrency) }()
+	// Fed as transit's scheduler feeds its queue: at most as many firings
+	// outstanding as it allows, ten to a batch.
+	outstanding := max(100, 10*concurrency)
+	for sent := 0; sent < len(msgs); {
+		if sent-rcv.called() >= outstanding {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		next := min(len(msgs), sent+10)
+		if err := router.SendBatch(ctx, svc.SQS, aws.ToString(q.QueueUrl), msgs[sent:next]); err != nil {
+			return 0, err
+		}
+		sent = next
+	}
 	if err := rcv.wait(ctx, 10*time.Minute); err != nil {
 		return 0, err
 	}
