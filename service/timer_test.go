@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -16,9 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -105,33 +104,32 @@ func (c *callbacks) waitCalled(t *testing.T, ids []string, timeout time.Duration
 }
 
 // createTimers sends one timer.create per entry of due (timer ID → execute
-// time), each with payload {"timer": ID}, ten to a SendMessageBatch.
+// time), each with payload {"timer": ID}, ten to a batch as the scheduler
+// sends (router.SendBatch).
 func (s *stack) createTimers(callbackURL string, due map[string]time.Time, policy *messages.RetryPolicy) {
-	queueURL := s.url(s.svc.Stack.CommandQueue(messages.Timer))
-	var batch []sqstypes.SendMessageBatchRequestEntry
-	flush := func() {
-		out, err := s.svc.SQS.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: batch})
-		require.NoError(s.t, err)
-		require.Empty(s.t, out.Failed)
-		batch = batch[:0]
-	}
+	var msgs []*message.Message
 	for id, at := range due {
-		body, err := messages.NewCommand(uuid.NewString(), messages.TimerCreate, messages.TimerCreatePayload{
+		msg, err := service.NewCommandMessage(uuid.NewString(), messages.TimerCreate, messages.TimerCreatePayload{
 			TimerID: id, ExecuteAt: at, Callback: callbackURL,
 			Payload: json.RawMessage(fmt.Sprintf(`{"timer":%q}`, id)), RetryPolicy: policy,
 		}, time.Now())
 		require.NoError(s.t, err)
-		batch = append(batch, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(len(batch))), MessageBody: aws.String(string(body)),
-			MessageAttributes: map[string]sqstypes.MessageAttributeValue{
-				messages.TypeAttribute: {DataType: aws.String("String"), StringValue: aws.String(string(messages.TimerCreate))},
-			}})
-		if len(batch) == 10 {
-			flush()
-		}
+		msgs = append(msgs, msg)
 	}
-	if len(batch) > 0 {
-		flush()
+	require.NoError(s.t, router.SendBatch(context.Background(), s.svc.SQS, s.url(s.svc.Stack.CommandQueue(messages.Timer)), msgs))
+}
+
+// dueEvery names n timers prefix-000… and makes them due step apart from
+// base, which it returns with them (truncated to the millisecond timers keep).
+func dueEvery(prefix string, n int, lead, step time.Duration) (base time.Time, ids []string, due map[string]time.Time) {
+	base = time.Now().Add(lead).Truncate(time.Millisecond)
+	due = map[string]time.Time{}
+	for i := range n {
+		id := fmt.Sprintf("%s-%03d", prefix, i)
+		ids = append(ids, id)
+		due[id] = base.Add(time.Duration(i) * step)
 	}
+	return base, ids, due
 }
 
 // timerEvents waits for n events of type typ and returns them by timer ID.
@@ -255,14 +253,7 @@ func TestTimers_500_due_within_seconds_fire_exactly_once(t *testing.T) {
 	s.waitShardsClaimed()
 
 	const n = 500
-	base := time.Now().Add(20 * time.Second).Truncate(time.Millisecond)
-	due := map[string]time.Time{}
-	var ids []string
-	for i := range n {
-		id := fmt.Sprintf("t-%03d", i)
-		ids = append(ids, id)
-		due[id] = base.Add(time.Duration(i) * 6 * time.Millisecond) // all within 3 s
-	}
+	base, ids, due := dueEvery("t", n, 20*time.Second, 6*time.Millisecond) // all within 3 s
 	uuids := s.seedTimers(cb.URL+"/due", due)
 	require.Less(t, time.Now(), base, "every timer stored before the first is due")
 
@@ -423,14 +414,7 @@ func TestTimers_three_instances_split_shards_and_survive_SIGKILL(t *testing.T) {
 	t.Logf("shards by pid: %v", split)
 
 	const n = 300
-	base := time.Now().Add(15 * time.Second).Truncate(time.Millisecond)
-	due := map[string]time.Time{}
-	var ids []string
-	for i := range n {
-		id := fmt.Sprintf("k-%03d", i)
-		ids = append(ids, id)
-		due[id] = base.Add(time.Duration(i) * 10 * time.Millisecond)
-	}
+	base, ids, due := dueEvery("k", n, 15*time.Second, 10*time.Millisecond)
 	uuids := s.seedTimers(cb.URL, due)
 	require.Less(t, time.Now(), base, "every timer stored before the first is due")
 
@@ -469,20 +453,10 @@ func TestTimers_three_instances_split_shards_and_survive_SIGKILL(t *testing.T) {
 	assert.LessOrEqual(t, extra, 10, "a repeat is only a callback cut off by the kill before its outcome was recorded")
 }
 
-func firstKey(m map[int][]int) int { return slices.Sorted(mapsKeys(m))[0] }
+func firstKey(m map[int][]int) int { return slices.Sorted(maps.Keys(m))[0] }
 func lastKey(m map[int][]int) int {
-	k := slices.Sorted(mapsKeys(m))
+	k := slices.Sorted(maps.Keys(m))
 	return k[len(k)-1]
-}
-
-func mapsKeys(m map[int][]int) func(func(int) bool) {
-	return func(yield func(int) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func total(m map[int][]int) int {
