@@ -56,7 +56,8 @@ type Config struct {
 	// its TTL removes it and its Lambda layer version is deleted.
 	// TRANSIT_LAYER_RETENTION, --layer-retention; default 168h (7 days).
 	LayerRetention time.Duration
-	// ProviderURL is the sandbox provider's base URL; serve requires it.
+	// ProviderURL is the sandbox provider's base URL. Without it serve
+	// runs, but answers every sandbox.cleanup provider_not_configured.
 	// TRANSIT_PROVIDER_URL, --provider-url.
 	ProviderURL string
 	// ProviderTimeout bounds one provider call. TRANSIT_PROVIDER_TIMEOUT,
@@ -276,14 +277,6 @@ func (c *Config) Validate() error {
 		bad("TRANSIT_LOG_LEVEL", "log-level", "%q, want debug, info, warn or error", c.LogLevel)
 	}
 	return errors.Join(errs...)
-}
-
-// RequireProvider checks the settings only serve needs.
-func (c *Config) RequireProvider() error {
-	if c.ProviderURL == "" {
-		return errors.New("TRANSIT_PROVIDER_URL (--provider-url): required to serve (the sandbox provider's base URL)")
-	}
-	return nil
 }
 
 func isHTTPURL(s string) bool {

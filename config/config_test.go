@@ -308,13 +308,3 @@ func TestValidate_names_flag_alongside_variable(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "TRANSIT_RETRY_MAX (--retry-max)")
 }
-
-func TestRequireProvider_names_variable_when_empty(t *testing.T) {
-	cfg := validConfig(t)
-	err := cfg.RequireProvider()
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "TRANSIT_PROVIDER_URL")
-
-	cfg.ProviderURL = "http://provider:8080"
-	assert.NoError(t, cfg.RequireProvider())
-}

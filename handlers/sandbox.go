@@ -21,6 +21,7 @@ type sandboxStore interface {
 	PendingCleanup(ctx context.Context, cmd store.Cmd, sandboxID string) (store.Sandbox, bool, error)
 	Deleted(ctx context.Context, cmd store.Cmd, sb store.Sandbox) (store.Sandbox, error)
 	DeletionFailed(ctx context.Context, cmd store.Cmd, sb store.Sandbox, reason string) (store.Sandbox, error)
+	CleanupNotAttempted(ctx context.Context, cmd store.Cmd, sb store.Sandbox, reason string) (store.Sandbox, error)
 	Sync(ctx context.Context, cmd store.Cmd, inventory []messages.InventoryItem) (store.SyncResult, error)
 }
 
@@ -41,10 +42,12 @@ type Sandbox struct {
 }
 
 // NewSandbox returns the sandbox handler. now is the clock transitions
-// decide by.
+// decide by. provider may be nil when none is configured: every cleanup is
+// then answered sandbox.deletion-failed (provider_not_configured) and the
+// sandbox left as it is.
 func NewSandbox(st sandboxStore, provider sandboxProvider, now func() time.Time) *Sandbox {
-	if st == nil || provider == nil || now == nil {
-		panic("handlers: NewSandbox needs a store, a provider and a clock")
+	if st == nil || now == nil {
+		panic("handlers: NewSandbox needs a store and a clock")
 	}
 	return &Sandbox{store: st, provider: provider, now: now}
 }
@@ -181,7 +184,9 @@ func (h *Sandbox) expireSweep(ctx context.Context, c store.Cmd) ([]messages.Out,
 func (h *Sandbox) cleanup(ctx context.Context, c store.Cmd, sandboxID string) ([]messages.Out, error) {
 	sb, done, err := h.store.PendingCleanup(ctx, c, sandboxID)
 	if !done && err == nil {
-		if perr := h.provider.DeleteSandbox(ctx, sb.ExternalID); perr != nil {
+		if h.provider == nil {
+			sb, err = h.store.CleanupNotAttempted(ctx, c, sb, messages.ReasonProviderNotConfigured)
+		} else if perr := h.provider.DeleteSandbox(ctx, sb.ExternalID); perr != nil {
 			sb, err = h.store.DeletionFailed(ctx, c, sb, perr.Error())
 		} else {
 			sb, err = h.store.Deleted(ctx, c, sb)

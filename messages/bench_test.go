@@ -15,7 +15,7 @@ func BenchmarkDecode_allocate(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := messages.Decode(body, "", string(messages.SandboxAllocate)); err != nil {
+		if _, err := messages.Decode(body, messages.Meta{Type: string(messages.SandboxAllocate)}); err != nil {
 			b.Fatal(err)
 		}
 	}

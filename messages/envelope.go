@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -19,6 +21,9 @@ const Schema = 1
 const (
 	TypeAttribute        = "type"
 	CorrelationAttribute = "correlation_id"
+	// IDAttribute carries the command ID of a bare payload; resending with
+	// the same ID applies the command once.
+	IDAttribute = "id"
 )
 
 // Envelope is the JSON body of every command and event.
@@ -79,31 +84,57 @@ func DerivedID(causeID string, t Type, key string) string {
 // DynamoDB keys.
 const MaxIDLength = 128
 
-// Decode parses a command body. fallbackID is used when the body has no ID
-// (the transport's message ID); attrType, when non-empty, must agree with
-// the body. Every failure is an *InvalidError: the message can never
-// succeed and belongs in the DLQ.
-func Decode(body []byte, fallbackID string, attrType string) (Command, error) {
+// Meta is what the transport says about a command besides its body.
+type Meta struct {
+	// ID is the command ID when the body names none: the `id` message
+	// attribute, else the transport's own message ID.
+	ID string
+	// Type is the `type` message attribute. A bare payload needs it; an
+	// envelope that names its type must agree with it.
+	Type string
+	// CorrelationID is the `correlation_id` message attribute, used when
+	// the body names none.
+	CorrelationID string
+}
+
+// Decode parses a command in either wire form: the envelope as the body,
+// or the payload alone as the body with the type in meta. A body is an
+// envelope when it has a "type" or "payload" member; no command payload
+// has either field, so the two forms cannot be mistaken for each other.
+// Every failure is an *InvalidError naming the field: the message can
+// never succeed and belongs in the DLQ.
+func Decode(body []byte, meta Meta) (Command, error) {
 	var env Envelope
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&env); err != nil {
-		return Command{}, invalid("body", "not a JSON envelope: %v", err)
+	if err := json.Unmarshal(body, &env); err != nil {
+		return Command{}, invalid("body", "not a JSON object (an envelope, or a payload with the type attribute): %v", err)
+	}
+	if env.Type == "" && env.Payload == nil {
+		if meta.Type == "" {
+			return Command{}, &InvalidError{Field: "type", Reason: "no command type: the body is not an envelope and the message has no type attribute", Unknown: true}
+		}
+		env = Envelope{Type: Type(meta.Type), Payload: body}
+	}
+	if env.Schema != 0 && env.Schema != Schema {
+		return Command{}, invalid("schema", "version %d is unknown (this transit reads version %d)", env.Schema, Schema)
 	}
 	if env.Type == "" {
-		env.Type = Type(attrType)
+		env.Type = Type(meta.Type)
 	}
-	if attrType != "" && Type(attrType) != env.Type {
-		return Command{}, invalid("type", "attribute %q disagrees with body %q", attrType, env.Type)
+	if meta.Type != "" && Type(meta.Type) != env.Type {
+		return Command{}, invalid("type", "attribute %q disagrees with body %q", meta.Type, env.Type)
 	}
 	spec, ok := commands[env.Type]
 	if !ok {
 		return Command{}, &InvalidError{Field: "type", Reason: fmt.Sprintf("unknown command type %q", env.Type), Unknown: true}
 	}
 	if env.ID == "" {
-		env.ID = fallbackID
+		env.ID = meta.ID
 	}
 	if err := checkID("id", env.ID); err != nil {
 		return Command{}, err
+	}
+	if env.CorrelationID == "" {
+		env.CorrelationID = meta.CorrelationID
 	}
 	if env.CorrelationID == "" {
 		env.CorrelationID = env.ID
@@ -111,21 +142,75 @@ func Decode(body []byte, fallbackID string, attrType string) (Command, error) {
 	if err := checkID("correlation_id", env.CorrelationID); err != nil {
 		return Command{}, err
 	}
-	if len(env.Payload) == 0 {
-		env.Payload = json.RawMessage("{}")
-	}
-	payload := spec.new()
-	pdec := json.NewDecoder(bytes.NewReader(env.Payload))
-	pdec.DisallowUnknownFields()
-	if err := pdec.Decode(payload); err != nil {
-		return Command{}, invalid("payload", "%v", err)
-	}
-	if v, ok := payload.(validator); ok {
-		if err := v.Validate(); err != nil {
-			return Command{}, err
-		}
+	payload, err := decodePayload(env.Type, spec, env.Payload)
+	if err != nil {
+		return Command{}, err
 	}
 	return Command{ID: env.ID, Type: env.Type, CorrelationID: env.CorrelationID, OccurredAt: env.OccurredAt, Payload: payload}, nil
+}
+
+// decodePayload decodes and validates a command's payload; a failure
+// names the command type and the field.
+func decodePayload(t Type, spec spec, raw json.RawMessage) (any, error) {
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	payload := spec.new()
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(payload)
+	if err == nil {
+		if v, ok := payload.(validator); ok {
+			err = v.Validate()
+		}
+	}
+	if err == nil {
+		return payload, nil
+	}
+	ie := payloadError(err)
+	ie.Command = t
+	return nil, ie
+}
+
+// payloadError turns a JSON decoding error into one that names the field.
+func payloadError(err error) *InvalidError {
+	var ie *InvalidError
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &ie):
+		return ie
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return invalid(typeErr.Field, "want %s, got %s", jsonKind(typeErr.Type), typeErr.Value)
+	case errors.As(err, &typeErr):
+		return invalid("payload", "want an object, got %s", typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return invalid("payload", "not valid JSON: %v", err)
+	}
+	// encoding/json reports an unknown field only in its message.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return invalid(strings.Trim(name, `"`), "unknown field %s", name)
+	}
+	return invalid("payload", "%v", err)
+}
+
+// jsonKind names the JSON type a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	default:
+		return "an object"
+	}
 }
 
 // Encode builds the envelope of out, caused by cause.
@@ -165,12 +250,17 @@ func NewCommand(id string, t Type, payload any, now time.Time) ([]byte, error) {
 // InvalidError reports a message that can never be processed: malformed,
 // of an unknown type, or failing validation.
 type InvalidError struct {
+	// Command is the command type whose payload is at fault, when known.
+	Command Type
 	Field   string
 	Reason  string
 	Unknown bool // the type is not in the catalogue
 }
 
 func (e *InvalidError) Error() string {
+	if e.Command != "" {
+		return fmt.Sprintf("%s: invalid %s: %s", e.Command, e.Field, e.Reason)
+	}
 	return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason)
 }
 

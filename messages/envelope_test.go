@@ -50,7 +50,7 @@ func requireInvalid(t *testing.T, err error, field string) *messages.InvalidErro
 func TestDecode_allocate_defaults_idempotency_key_to_track(t *testing.T) {
 	body := envelope(t, "cmd-1", messages.SandboxAllocate, map[string]any{"track_id": "track-1"})
 
-	cmd, err := messages.Decode(body, "transport-id", "sandbox.allocate")
+	cmd, err := messages.Decode(body, messages.Meta{ID: "transport-id", Type: "sandbox.allocate"})
 	require.NoError(t, err)
 
 	assert.Equal(t, "cmd-1", cmd.ID, "the body's id wins over the transport's")
@@ -71,7 +71,7 @@ func TestDecode_keeps_explicit_idempotency_key_and_correlation(t *testing.T) {
 	})
 	require.NoError(t, err)
 
-	cmd, err := messages.Decode(body, "", "")
+	cmd, err := messages.Decode(body, messages.Meta{})
 	require.NoError(t, err)
 	assert.Equal(t, "corr-9", cmd.CorrelationID)
 	assert.Equal(t, "attempt-7", cmd.Payload.(*messages.SandboxAllocatePayload).IdempotencyKey)
@@ -80,7 +80,7 @@ func TestDecode_keeps_explicit_idempotency_key_and_correlation(t *testing.T) {
 func TestDecode_uses_fallback_id_when_body_has_none(t *testing.T) {
 	body := envelope(t, "", messages.SandboxAllocate, map[string]any{"track_id": "track-1"})
 
-	cmd, err := messages.Decode(body, "sqs-message-id", "")
+	cmd, err := messages.Decode(body, messages.Meta{ID: "sqs-message-id"})
 	require.NoError(t, err)
 	assert.Equal(t, "sqs-message-id", cmd.ID)
 	// The correlation follows the ID it was defaulted to.
@@ -90,7 +90,7 @@ func TestDecode_uses_fallback_id_when_body_has_none(t *testing.T) {
 func TestDecode_takes_type_from_attribute_when_body_has_none(t *testing.T) {
 	body := envelope(t, "cmd-3", "", map[string]any{"track_id": "track-1"})
 
-	cmd, err := messages.Decode(body, "", string(messages.SandboxAllocate))
+	cmd, err := messages.Decode(body, messages.Meta{Type: string(messages.SandboxAllocate)})
 	require.NoError(t, err)
 	assert.Equal(t, messages.SandboxAllocate, cmd.Type)
 }
@@ -111,8 +111,8 @@ func TestDecode_rejects_invalid_envelopes(t *testing.T) {
 		{Name: "no_type_anywhere", Body: envelope(t, "cmd-1", "", allocate), WantField: "type", WantUnknown: true},
 		{Name: "event_type_sent_as_command", Body: envelope(t, "cmd-1", messages.SandboxAllocated, allocate), WantField: "type", WantUnknown: true},
 		{Name: "attribute_disagrees_with_body", Body: envelope(t, "cmd-1", messages.SandboxAllocate, allocate), AttrType: string(messages.SandboxExpire), WantField: "type"},
-		{Name: "unknown_payload_field", Body: envelope(t, "cmd-1", messages.SandboxAllocate, map[string]any{"track_id": "track-1", "priority": 1}), WantField: "payload"},
-		{Name: "payload_field_of_wrong_type", Body: envelope(t, "cmd-1", messages.SandboxAllocate, map[string]any{"track_id": 7}), WantField: "payload"},
+		{Name: "unknown_payload_field", Body: envelope(t, "cmd-1", messages.SandboxAllocate, map[string]any{"track_id": "track-1", "priority": 1}), WantField: "priority"},
+		{Name: "payload_field_of_wrong_type", Body: envelope(t, "cmd-1", messages.SandboxAllocate, map[string]any{"track_id": 7}), WantField: "track_id"},
 		{Name: "no_id_and_no_fallback", Body: envelope(t, "", messages.SandboxAllocate, allocate), WantField: "id"},
 		{Name: "id_too_long", Body: envelope(t, strings.Repeat("i", messages.MaxIDLength+1), messages.SandboxAllocate, allocate), WantField: "id"},
 		{Name: "fallback_id_too_long", Body: envelope(t, "", messages.SandboxAllocate, allocate), FallbackID: strings.Repeat("i", messages.MaxIDLength+1), WantField: "id"},
@@ -133,7 +133,7 @@ func TestDecode_rejects_invalid_envelopes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.Name, func(t *testing.T) {
-			_, err := messages.Decode(tc.Body, tc.FallbackID, tc.AttrType)
+			_, err := messages.Decode(tc.Body, messages.Meta{ID: tc.FallbackID, Type: tc.AttrType})
 			ie := requireInvalid(t, err, tc.WantField)
 			assert.Equal(t, tc.WantUnknown, ie.Unknown, "Unknown marks only types outside the command catalogue")
 		})
@@ -143,13 +143,13 @@ func TestDecode_rejects_invalid_envelopes(t *testing.T) {
 func TestDecode_accepts_id_at_max_length(t *testing.T) {
 	// The bound is inclusive; an off-by-one would send valid commands to the DLQ.
 	id := strings.Repeat("i", messages.MaxIDLength)
-	cmd, err := messages.Decode(envelope(t, id, messages.SandboxAllocate, map[string]any{"track_id": "t"}), "", "")
+	cmd, err := messages.Decode(envelope(t, id, messages.SandboxAllocate, map[string]any{"track_id": "t"}), messages.Meta{})
 	require.NoError(t, err)
 	assert.Equal(t, id, cmd.ID)
 }
 
 func TestIsInvalid_sees_through_wrapping(t *testing.T) {
-	_, err := messages.Decode([]byte("nope"), "", "")
+	_, err := messages.Decode([]byte("nope"), messages.Meta{})
 	require.Error(t, err)
 	// Callers wrap decode errors with context; the DLQ decision must survive that.
 	assert.True(t, messages.IsInvalid(errors.Join(errors.New("handling"), err)))
@@ -241,7 +241,7 @@ func TestNewCommand_round_trips_through_decode(t *testing.T) {
 	body, err := messages.NewCommand("cmd-7", messages.SandboxMarkDeletion, messages.SandboxMarkDeletionPayload{SandboxID: sandboxID, TrackID: "track-1"}, now)
 	require.NoError(t, err)
 
-	cmd, err := messages.Decode(body, "ignored", string(messages.SandboxMarkDeletion))
+	cmd, err := messages.Decode(body, messages.Meta{ID: "ignored", Type: string(messages.SandboxMarkDeletion)})
 	require.NoError(t, err)
 	assert.Equal(t, "cmd-7", cmd.ID)
 	assert.Equal(t, "cmd-7", cmd.CorrelationID)

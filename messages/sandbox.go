@@ -38,6 +38,9 @@ const (
 	ReasonNotOwner      = "not_owner"
 	ReasonExpired       = "expired"
 	ReasonWrongState    = "wrong_state"
+	// ReasonProviderNotConfigured answers a cleanup when transit runs
+	// without a sandbox provider.
+	ReasonProviderNotConfigured = "provider_not_configured"
 )
 
 // Field limits. They keep every item far below DynamoDB's 400 KB and every

@@ -30,7 +30,7 @@ func TestDecode_rejects_bad_track_id(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.Name, func(t *testing.T) {
 			body := envelope(t, "cmd-1", messages.SandboxAllocate, map[string]any{"track_id": tc.TrackID})
-			_, err := messages.Decode(body, "", "")
+			_, err := messages.Decode(body, messages.Meta{})
 			requireInvalid(t, err, "track_id")
 		})
 	}
@@ -48,7 +48,7 @@ func TestDecode_accepts_identifier_track_ids(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.Name, func(t *testing.T) {
 			body := envelope(t, "cmd-1", messages.SandboxAllocate, map[string]any{"track_id": tc.TrackID})
-			cmd, err := messages.Decode(body, "", "")
+			cmd, err := messages.Decode(body, messages.Meta{})
 			require.NoError(t, err)
 			assert.Equal(t, tc.TrackID, cmd.Payload.(*messages.SandboxAllocatePayload).TrackID)
 		})
@@ -66,7 +66,7 @@ func TestDecode_rejects_bad_idempotency_key(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.Name, func(t *testing.T) {
 			body := envelope(t, "cmd-1", messages.SandboxAllocate, map[string]any{"track_id": "track-1", "idempotency_key": tc.Key})
-			_, err := messages.Decode(body, "", "")
+			_, err := messages.Decode(body, messages.Meta{})
 			requireInvalid(t, err, "idempotency_key")
 		})
 	}
@@ -94,7 +94,7 @@ func TestDecode_mark_deletion_requires_canonical_sandbox_id(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.Name, func(t *testing.T) {
 			body := envelope(t, "cmd-1", messages.SandboxMarkDeletion, map[string]any{"sandbox_id": tc.SandboxID, "track_id": "track-1"})
-			_, err := messages.Decode(body, "", "")
+			_, err := messages.Decode(body, messages.Meta{})
 			requireInvalid(t, err, "sandbox_id")
 		})
 	}
@@ -102,12 +102,12 @@ func TestDecode_mark_deletion_requires_canonical_sandbox_id(t *testing.T) {
 
 func TestDecode_mark_deletion_accepts_uuid_and_checks_track(t *testing.T) {
 	id := uuid.NewString()
-	cmd, err := messages.Decode(envelope(t, "cmd-1", messages.SandboxMarkDeletion, map[string]any{"sandbox_id": id, "track_id": "track-1"}), "", "")
+	cmd, err := messages.Decode(envelope(t, "cmd-1", messages.SandboxMarkDeletion, map[string]any{"sandbox_id": id, "track_id": "track-1"}), messages.Meta{})
 	require.NoError(t, err)
 	assert.Equal(t, &messages.SandboxMarkDeletionPayload{SandboxID: id, TrackID: "track-1"}, cmd.Payload)
 
 	// The track is validated too, not only the sandbox.
-	_, err = messages.Decode(envelope(t, "cmd-1", messages.SandboxMarkDeletion, map[string]any{"sandbox_id": id, "track_id": "a b"}), "", "")
+	_, err = messages.Decode(envelope(t, "cmd-1", messages.SandboxMarkDeletion, map[string]any{"sandbox_id": id, "track_id": "a b"}), messages.Meta{})
 	requireInvalid(t, err, "track_id")
 }
 
@@ -116,13 +116,13 @@ func TestDecode_sweeps_allow_empty_sandbox_id(t *testing.T) {
 		t.Run(string(typ), func(t *testing.T) {
 			// No sandbox_id means "sweep them all"; an absent payload means the same.
 			for name, payload := range map[string]any{"empty_payload": map[string]any{}, "no_payload": nil, "empty_id": map[string]any{"sandbox_id": ""}} {
-				cmd, err := messages.Decode(envelope(t, "sweep-1", typ, payload), "", "")
+				cmd, err := messages.Decode(envelope(t, "sweep-1", typ, payload), messages.Meta{})
 				require.NoError(t, err, name)
 				assert.Equal(t, typ, cmd.Type, name)
 			}
 
 			id := uuid.NewString()
-			cmd, err := messages.Decode(envelope(t, "cmd-1", typ, map[string]any{"sandbox_id": id}), "", "")
+			cmd, err := messages.Decode(envelope(t, "cmd-1", typ, map[string]any{"sandbox_id": id}), messages.Meta{})
 			require.NoError(t, err)
 			switch p := cmd.Payload.(type) {
 			case *messages.SandboxExpirePayload:
@@ -140,7 +140,7 @@ func TestDecode_sweeps_reject_non_uuid_sandbox_id(t *testing.T) {
 	for _, typ := range []messages.Type{messages.SandboxExpire, messages.SandboxCleanup} {
 		for _, tc := range nonUUIDs {
 			t.Run(string(typ)+"/"+tc.Name, func(t *testing.T) {
-				_, err := messages.Decode(envelope(t, "cmd-1", typ, map[string]any{"sandbox_id": tc.SandboxID}), "", "")
+				_, err := messages.Decode(envelope(t, "cmd-1", typ, map[string]any{"sandbox_id": tc.SandboxID}), messages.Meta{})
 				requireInvalid(t, err, "sandbox_id")
 			})
 		}
@@ -169,7 +169,7 @@ func TestDecode_sync_accepts_valid_inventory(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.Name, func(t *testing.T) {
-			cmd, err := messages.Decode(envelope(t, "sync-1", messages.SandboxSync, map[string]any{"inventory": tc.Items}), "", "")
+			cmd, err := messages.Decode(envelope(t, "sync-1", messages.SandboxSync, map[string]any{"inventory": tc.Items}), messages.Meta{})
 			require.NoError(t, err)
 			p := cmd.Payload.(*messages.SandboxSyncPayload)
 			require.Len(t, p.Inventory, len(tc.Items))
@@ -202,11 +202,11 @@ func TestDecode_sync_rejects_bad_inventory(t *testing.T) {
 		{Name: "lab_duration_negative", Items: with(0, "lab_duration_hours", -1), WantField: "inventory[0].lab_duration_hours"},
 		{Name: "lab_duration_over_30_days", Items: with(2, "lab_duration_hours", 24*30+1), WantField: "inventory[2].lab_duration_hours"},
 		{Name: "more_than_1000_entries", Items: inventory(1001), WantField: "inventory"},
-		{Name: "unknown_item_field", Items: with(0, "region", "eu"), WantField: "payload"},
+		{Name: "unknown_item_field", Items: with(0, "region", "eu"), WantField: "region"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.Name, func(t *testing.T) {
-			_, err := messages.Decode(envelope(t, "sync-1", messages.SandboxSync, map[string]any{"inventory": tc.Items}), "", "")
+			_, err := messages.Decode(envelope(t, "sync-1", messages.SandboxSync, map[string]any{"inventory": tc.Items}), messages.Meta{})
 			requireInvalid(t, err, tc.WantField)
 		})
 	}

@@ -21,7 +21,7 @@ func validTimer() map[string]any {
 }
 
 func TestDecode_timer_create_fills_defaults(t *testing.T) {
-	cmd, err := messages.Decode(envelope(t, "c-1", messages.TimerCreate, validTimer()), "", "")
+	cmd, err := messages.Decode(envelope(t, "c-1", messages.TimerCreate, validTimer()), messages.Meta{})
 	require.NoError(t, err)
 	p := cmd.Payload.(*messages.TimerCreatePayload)
 	assert.Equal(t, "order-42:reminder", p.TimerID)
@@ -37,7 +37,7 @@ func TestDecode_timer_create_accepts_internal_targets_and_a_policy(t *testing.T)
 		body["callback"] = cb
 		body["callback_timeout"] = "1.5s"
 		body["retry_policy"] = map[string]any{"max_attempts": 3, "initial_interval": "200ms", "multiplier": 3, "max_interval": "1s"}
-		cmd, err := messages.Decode(envelope(t, "c-1", messages.TimerCreate, body), "", "")
+		cmd, err := messages.Decode(envelope(t, "c-1", messages.TimerCreate, body), messages.Meta{})
 		require.NoError(t, err, cb)
 		p := cmd.Payload.(*messages.TimerCreatePayload)
 		assert.Equal(t, 1500*time.Millisecond, time.Duration(p.CallbackTimeout))
@@ -66,7 +66,7 @@ func TestDecode_timer_create_rejects_bad_fields(t *testing.T) {
 		{"zero_attempts_is_default_but_negative_is_not", map[string]any{"retry_policy": map[string]any{"max_attempts": -1}}, "retry_policy.max_attempts"},
 		{"multiplier_below_one", map[string]any{"retry_policy": map[string]any{"multiplier": 0.5}}, "retry_policy.multiplier"},
 		{"max_below_initial", map[string]any{"retry_policy": map[string]any{"initial_interval": "10s", "max_interval": "1s"}}, "retry_policy.max_interval"},
-		{"unknown_field", map[string]any{"cron": "* * *"}, "payload"},
+		{"unknown_field", map[string]any{"cron": "* * *"}, "cron"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.Name, func(t *testing.T) {
@@ -74,7 +74,7 @@ func TestDecode_timer_create_rejects_bad_fields(t *testing.T) {
 			for k, v := range tc.Set {
 				body[k] = v
 			}
-			_, err := messages.Decode(envelope(t, "c-1", messages.TimerCreate, body), "", "")
+			_, err := messages.Decode(envelope(t, "c-1", messages.TimerCreate, body), messages.Meta{})
 			var ie *messages.InvalidError
 			require.ErrorAs(t, err, &ie)
 			assert.Equal(t, tc.WantField, ie.Field, err.Error())
@@ -84,7 +84,7 @@ func TestDecode_timer_create_rejects_bad_fields(t *testing.T) {
 
 func TestDecode_timer_due_needs_its_firing(t *testing.T) {
 	ok := map[string]any{"shard": 3, "timer_id": "t-1", "timer_uuid": "9b2c", "execute_at": "2030-01-01T00:00:00Z"}
-	_, err := messages.Decode(envelope(t, "d-1", messages.TimerDue, ok), "", "")
+	_, err := messages.Decode(envelope(t, "d-1", messages.TimerDue, ok), messages.Meta{})
 	require.NoError(t, err)
 	for field, bad := range map[string]any{"shard": -1, "timer_uuid": "", "execute_at": nil, "timer_id": "x y"} {
 		body := map[string]any{}
@@ -92,7 +92,7 @@ func TestDecode_timer_due_needs_its_firing(t *testing.T) {
 			body[k] = v
 		}
 		body[field] = bad
-		_, err := messages.Decode(envelope(t, "d-1", messages.TimerDue, body), "", "")
+		_, err := messages.Decode(envelope(t, "d-1", messages.TimerDue, body), messages.Meta{})
 		assert.True(t, messages.IsInvalid(err), field)
 	}
 }

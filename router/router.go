@@ -6,6 +6,7 @@ package router
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -35,6 +36,9 @@ type Config struct {
 	Retry middleware.Retry
 	// CloseTimeout bounds the router's drain on Close.
 	CloseTimeout time.Duration
+	// Log gets a warning for every message sent to a DLQ, so an operator
+	// sees poison without reading the DLQ. Default slog.Default().
+	Log *slog.Logger
 }
 
 // New returns a router whose middleware retries transient failures and
@@ -68,14 +72,35 @@ func Register(r *message.Router, cfg Config, d messages.Domain, sub message.Subs
 	if err != nil {
 		return fmt.Errorf("register %s: %w", d, err)
 	}
-	handler.AddMiddleware(poison)
+	handler.AddMiddleware(poison, warnPoison(cfg.Log))
 	return nil
+}
+
+// warnPoison logs, at WARN, why a message is about to be dead-lettered.
+func warnPoison(log *slog.Logger) message.HandlerMiddleware {
+	if log == nil {
+		log = slog.Default()
+	}
+	return func(h message.HandlerFunc) message.HandlerFunc {
+		return func(msg *message.Message) ([]*message.Message, error) {
+			out, err := h(msg)
+			if err != nil && Permanent(err) {
+				log.Warn("poison message sent to the DLQ", "message_id", msg.UUID,
+					"type", msg.Metadata.Get(messages.TypeAttribute), "reason", err.Error())
+			}
+			return out, err
+		}
+	}
 }
 
 // handle decodes a command, runs the domain handler and encodes what it produced.
 func handle(d messages.Domain, h Handler, timeout time.Duration) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
-		cmd, err := messages.Decode(msg.Payload, msg.UUID, msg.Metadata.Get(messages.TypeAttribute))
+		cmd, err := messages.Decode(msg.Payload, messages.Meta{
+			ID:            msg.UUID,
+			Type:          msg.Metadata.Get(messages.TypeAttribute),
+			CorrelationID: msg.Metadata.Get(messages.CorrelationAttribute),
+		})
 		if err != nil {
 			return nil, err
 		}

@@ -141,7 +141,7 @@ func TestRouter_permanent_failures_go_to_the_DLQ_once(t *testing.T) {
 		Reason     string
 		WantCalled bool
 	}{
-		{Name: "malformed_json", Body: `{"type":`, Reason: "not a JSON envelope"},
+		{Name: "malformed_json", Body: `{"type":`, Reason: "invalid body: not a JSON object"},
 		{Name: "unknown_type", Body: `{"type":"timer.explode","payload":{}}`, Reason: "unknown command type"},
 		{Name: "command_of_another_domain", Body: `{"type":"timer.delete","payload":{"timer_id":"t-1"}}`, Reason: "is not a sandbox command"},
 		{Name: "handler_says_invalid", Body: `{"type":"sandbox.allocate","payload":{"track_id":"t"}}`,

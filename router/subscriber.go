@@ -445,19 +445,37 @@ func (s *Subscriber) Close() error {
 }
 
 // toMessage keeps only the attributes transit routes on: producers may
-// send up to ten, and the DLQ path must still have room for its own. The
-// message's UUID is the Watermill UUID attribute when a Watermill
-// publisher (or a redrive) set it, else SQS's message ID: both are stable
-// across redeliveries, so they can stand for a command ID.
+// send up to ten, and the DLQ path must still have room for its own. A
+// body that SNS wrapped (a subscription without raw delivery) is
+// unwrapped first. The message's UUID, which stands for the command ID
+// when the body names none, is the first of: the producer's `id`
+// attribute, the Watermill UUID attribute (a Watermill publisher or a
+// redrive set it), the SNS message ID of a wrapped body, SQS's message
+// ID. Each is stable across redeliveries.
 func toMessage(m types.Message) *message.Message {
-	id := aws.ToString(m.MessageId)
-	if v, ok := m.MessageAttributes[wmsqs.UUIDAttribute]; ok && aws.ToString(v.StringValue) != "" {
-		id = aws.ToString(v.StringValue)
+	body := aws.ToString(m.Body)
+	attrs := make(map[string]string, len(m.MessageAttributes))
+	for k, v := range m.MessageAttributes {
+		if v.StringValue != nil {
+			attrs[k] = *v.StringValue
+		}
 	}
-	msg := message.NewMessage(id, []byte(aws.ToString(m.Body)))
+	id := aws.ToString(m.MessageId)
+	if n, ok := snsNotification(body); ok {
+		body, id = n.Message, n.MessageID
+		for k, v := range n.MessageAttributes {
+			attrs[k] = v.Value
+		}
+	}
+	for _, k := range []string{wmsqs.UUIDAttribute, messages.IDAttribute} {
+		if v := attrs[k]; v != "" {
+			id = v
+		}
+	}
+	msg := message.NewMessage(id, []byte(body))
 	for _, k := range []string{messages.TypeAttribute, messages.CorrelationAttribute} {
-		if v, ok := m.MessageAttributes[k]; ok && v.StringValue != nil {
-			msg.Metadata.Set(k, *v.StringValue)
+		if v, ok := attrs[k]; ok {
+			msg.Metadata.Set(k, v)
 		}
 	}
 	return msg

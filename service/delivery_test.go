@@ -195,7 +195,7 @@ func TestPoison_goes_to_the_DLQ_and_the_queue_keeps_flowing(t *testing.T) {
 		Attrs  map[string]string
 		Reason string
 	}{
-		{Name: "bad_json", Body: `{"type": "sandbox.allocate", `, Reason: "not a JSON envelope"},
+		{Name: "bad_json", Body: `{"type": "sandbox.allocate", `, Reason: "invalid body: not a JSON object"},
 		{Name: "unknown_type", Body: envelope("sandbox.teleport", `{}`), Reason: `unknown command type "sandbox.teleport"`},
 		{Name: "missing_field", Body: envelope(messages.SandboxAllocate, `{}`), Reason: "invalid track_id: required"},
 		{Name: "unknown_field", Body: envelope(messages.SandboxAllocate, `{"track_id":"t","status":"available"}`), Reason: `unknown field "status"`},

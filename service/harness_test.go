@@ -168,9 +168,6 @@ func (s *stack) serveOn(svc *service.Service, opts service.ServeOptions) (stop f
 	if opts.Now == nil {
 		opts.Now = s.clock.Now
 	}
-	if opts.Provider == nil {
-		opts.Provider = provider.New(s.cfg.ProviderURL, s.cfg.ProviderTimeout)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

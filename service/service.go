@@ -127,11 +127,11 @@ type ServeOptions struct {
 // the fan-in rules read, until ctx is cancelled, then drains: it stops
 // receiving, lets in-flight commands finish and acks them.
 func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
-	if opts.Provider == nil {
-		if err := s.Config.RequireProvider(); err != nil {
-			return err
-		}
+	if opts.Provider == nil && s.Config.ProviderURL != "" {
 		opts.Provider = provider.New(s.Config.ProviderURL, s.Config.ProviderTimeout)
+	}
+	if opts.Provider == nil {
+		s.Logger.Warn("no sandbox provider configured (TRANSIT_PROVIDER_URL): sandbox.cleanup is answered sandbox.deletion-failed (provider_not_configured) and the cleanup sweep is off")
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -149,6 +149,7 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 		Stack:          s.Stack,
 		CommandTimeout: s.Config.CommandTimeout,
 		CloseTimeout:   s.Config.DrainTimeout,
+		Log:            s.Logger,
 		Retry: middleware.Retry{
 			MaxRetries:      s.Config.RetryMax,
 			InitialInterval: s.Config.RetryInitial,
@@ -227,7 +228,11 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 		router.RegisterFanIn(r, store.TableName(s.Config.Prefix, t), t.Name, fanin, out, rules, logger)
 	}
 	if s.Config.SweepInterval > 0 {
-		go s.sweep(ctx, pub, opts.Now)
+		sweeps := []messages.Type{messages.SandboxExpire}
+		if opts.Provider != nil {
+			sweeps = append(sweeps, messages.SandboxCleanup)
+		}
+		go s.sweep(ctx, pub, opts.Now, sweeps)
 	}
 	// The router runs on its own context, ended by Close: a stop that
 	// comes while it is still subscribing waits for the start to finish,
@@ -332,10 +337,10 @@ func (s *Service) topicResolver(ctx context.Context) (*wmsns.GenerateArnTopicRes
 	return r, nil
 }
 
-// sweep sends the expiry and cleanup sweeps every SweepInterval. A
-// sweep's ID names its interval, so replicas sweeping in the same interval
-// fan out the same command IDs and each sandbox is handled once.
-func (s *Service) sweep(ctx context.Context, pub message.Publisher, now func() time.Time) {
+// sweep sends the sweeps (expiry, cleanup) every SweepInterval. A sweep's
+// ID names its interval, so replicas sweeping in the same interval fan out
+// the same command IDs and each sandbox is handled once.
+func (s *Service) sweep(ctx context.Context, pub message.Publisher, now func() time.Time, sweeps []messages.Type) {
 	tick := time.NewTicker(s.Config.SweepInterval)
 	defer tick.Stop()
 	for {
@@ -345,7 +350,7 @@ func (s *Service) sweep(ctx context.Context, pub message.Publisher, now func() t
 		case <-tick.C:
 		}
 		slot := now().Truncate(s.Config.SweepInterval).UTC().Format(time.RFC3339)
-		for _, t := range []messages.Type{messages.SandboxExpire, messages.SandboxCleanup} {
+		for _, t := range sweeps {
 			payload, _ := messages.NewCommandPayload(t)
 			msg, err := NewCommandMessage("sweep/"+string(t)+"/"+slot, t, payload, now())
 			if err == nil {

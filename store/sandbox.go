@@ -28,23 +28,49 @@ const (
 // SandboxStatuses lists every status, the partitions of StatusIndex.
 var SandboxStatuses = []string{StatusAvailable, StatusAllocated, StatusPendingDeletion, StatusStale}
 
-// Sandbox is a SandboxPool item.
+// Sandbox is a SandboxPool item: one lab sandbox of the pool.
 type Sandbox struct {
-	PK                  string  `dynamodbav:"PK" json:"-"`
-	SK                  string  `dynamodbav:"SK" json:"-"`
-	SandboxID           string  `dynamodbav:"sandbox_id" json:"sandbox_id"`
-	Name                string  `dynamodbav:"name" json:"name"`
-	ExternalID          string  `dynamodbav:"external_id" json:"external_id"`
-	Status              string  `dynamodbav:"status" json:"status"`
-	LabDurationHours    float64 `dynamodbav:"lab_duration_hours" json:"lab_duration_hours"`
-	DeletionRetryCount  int     `dynamodbav:"deletion_retry_count" json:"deletion_retry_count"`
-	AllocatedAt         int64   `dynamodbav:"allocated_at" json:"allocated_at"`
-	AllocatedToTrack    string  `dynamodbav:"allocated_to_track,omitempty" json:"allocated_to_track,omitempty"`
-	IdempotencyKey      string  `dynamodbav:"idempotency_key,omitempty" json:"idempotency_key,omitempty"`
-	DeletionRequestedAt int64   `dynamodbav:"deletion_requested_at,omitempty" json:"deletion_requested_at,omitempty"`
-	CreatedAt           int64   `dynamodbav:"created_at" json:"created_at"`
-	UpdatedAt           int64   `dynamodbav:"updated_at" json:"updated_at"`
-	LastSynced          int64   `dynamodbav:"last_synced,omitempty" json:"last_synced,omitempty"`
+	// PK is the partition key, SBX#<sandbox_id>.
+	PK string `dynamodbav:"PK" json:"-"`
+	// SK is the sort key, always META.
+	SK string `dynamodbav:"SK" json:"-"`
+	// SandboxID is the sandbox's UUID, a UUIDv5 of its external_id, so a
+	// repeated sync creates the same item rather than a twin.
+	SandboxID string `dynamodbav:"sandbox_id" json:"sandbox_id"`
+	// Name is the human-readable name the provider lists.
+	Name string `dynamodbav:"name" json:"name"`
+	// ExternalID is the provider's identifier of the sandbox; it never
+	// changes.
+	ExternalID string `dynamodbav:"external_id" json:"external_id"`
+	// Status is the sandbox's state: available, allocated,
+	// pending_deletion or stale (the partitions of StatusIndex).
+	Status string `dynamodbav:"status" json:"status"`
+	// LabDurationHours is how long an allocation may last, in hours; it
+	// may be fractional, down to one second (1/3600).
+	LabDurationHours float64 `dynamodbav:"lab_duration_hours" json:"lab_duration_hours"`
+	// DeletionRetryCount counts failed deletions at the provider.
+	DeletionRetryCount int `dynamodbav:"deletion_retry_count" json:"deletion_retry_count"`
+	// AllocatedAt is when the sandbox was allocated (Unix seconds), 0
+	// before that: every index sorts by it, so it is always stored. The
+	// lab window closes at allocated_at + lab_duration_hours.
+	AllocatedAt int64 `dynamodbav:"allocated_at" json:"allocated_at"`
+	// AllocatedToTrack is the track the sandbox was allocated to; it stays
+	// after the release.
+	AllocatedToTrack string `dynamodbav:"allocated_to_track,omitempty" json:"allocated_to_track,omitempty"`
+	// IdempotencyKey is the allocation's idempotency key (the track ID
+	// unless the command named one): a track holds at most one live
+	// allocation per key.
+	IdempotencyKey string `dynamodbav:"idempotency_key,omitempty" json:"idempotency_key,omitempty"`
+	// DeletionRequestedAt is when the sandbox was released by its track or
+	// expired (Unix seconds).
+	DeletionRequestedAt int64 `dynamodbav:"deletion_requested_at,omitempty" json:"deletion_requested_at,omitempty"`
+	// CreatedAt is when a sync added the sandbox (Unix seconds).
+	CreatedAt int64 `dynamodbav:"created_at" json:"created_at"`
+	// UpdatedAt is when the item last changed (Unix seconds).
+	UpdatedAt int64 `dynamodbav:"updated_at" json:"updated_at"`
+	// LastSynced is when the sync that added the sandbox ran (Unix
+	// seconds); later syncs leave it as it is.
+	LastSynced int64 `dynamodbav:"last_synced,omitempty" json:"last_synced,omitempty"`
 	// LastDeletionError is the provider's answer to the last failed
 	// deletion, for whoever investigates a sandbox stuck in cleanup.
 	LastDeletionError string `dynamodbav:"last_deletion_error,omitempty" json:"last_deletion_error,omitempty"`
@@ -332,6 +358,18 @@ func (s *Store) DeletionFailed(ctx context.Context, cmd Cmd, sb Sandbox, reason 
 		return Sandbox{}, fmt.Errorf("count failed deletion of %s: %w", sb.SandboxID, err)
 	}
 	return next, nil
+}
+
+// CleanupNotAttempted records that a cleanup could not ask the provider
+// (none is configured). The sandbox is left as it is; the outcome, replayed
+// on redelivery, is a failed deletion for reason.
+func (s *Store) CleanupNotAttempted(ctx context.Context, cmd Cmd, sb Sandbox, reason string) (Sandbox, error) {
+	sb.LastDeletionError = reason
+	sb.UpdatedAt = cmd.At.Unix()
+	if _, err := s.record(ctx, cmd, sandboxEntity(sb.SandboxID), Applied, reason, sb, &sb); err != nil {
+		return Sandbox{}, fmt.Errorf("clean up %s: %w", sb.SandboxID, err)
+	}
+	return sb, nil
 }
 
 // SyncResult is what a sync changed.

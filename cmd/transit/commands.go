@@ -60,9 +60,6 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := svc.Config.RequireProvider(); err != nil {
-		return fmt.Errorf("invalid configuration:\n%w", err)
-	}
 	if statsOut != "" {
 		stop := metering.MarkOnSignal(meter, statsOut+".mark")
 		defer stop()

@@ -95,7 +95,7 @@ func (b baseline) handle(ctx context.Context, m sqstypes.Message) error {
 	if v, ok := m.MessageAttributes[messages.TypeAttribute]; ok {
 		typ = aws.ToString(v.StringValue)
 	}
-	cmd, err := messages.Decode([]byte(aws.ToString(m.Body)), aws.ToString(m.MessageId), typ)
+	cmd, err := messages.Decode([]byte(aws.ToString(m.Body)), messages.Meta{ID: aws.ToString(m.MessageId), Type: typ})
 	if err != nil {
 		return fmt.Errorf("baseline decode: %w", err)
 	}
