@@ -9,7 +9,7 @@ export AWS_REGION            ?= us-east-1
 export AWS_ACCESS_KEY_ID     ?= test
 export AWS_SECRET_ACCESS_KEY ?= test
 
-.PHONY: all build run test lint moto bench clean
+.PHONY: all build run test lint moto bench docs clean
 
 all: build
 
@@ -46,6 +46,11 @@ test: moto lint
 bench: build moto
 	$(GO) test -run '^$$' -bench . -benchmem ./messages ./router
 	bin/transit bench $(BENCH_FLAGS)
+
+# Rewrite the generated table sections of docs/ from store/ after changing
+# a table or an item struct; a test fails while they are out of date.
+docs:
+	$(GO) run ./internal/docgen
 
 clean:
 	rm -rf bin bench/out

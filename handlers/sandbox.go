@@ -25,7 +25,7 @@ type sandboxStore interface {
 	Sync(ctx context.Context, cmd store.Cmd, inventory []messages.InventoryItem) (store.SyncResult, error)
 }
 
-// sandboxProvider is the external sandbox provider ("ENG CSP").
+// sandboxProvider is the external sandbox provider (docs/sandbox.md).
 type sandboxProvider interface {
 	// DeleteSandbox deletes a sandbox; deleting one already gone succeeds.
 	DeleteSandbox(ctx context.Context, externalID string) error

@@ -291,7 +291,7 @@ func TestCatalogue_sandbox_types_hold_commands_and_events(t *testing.T) {
 }
 
 func TestCatalogue_a_command_may_share_its_event_name(t *testing.T) {
-	// SPEC §4: the layer.published command is reported by a layer.published event.
+	// docs/layers.md: the layer.published command is reported by a layer.published event.
 	assert.True(t, messages.IsCommand(messages.LayerPublished))
 	assert.True(t, messages.IsEvent(messages.LayerPublishedEvent))
 	assert.Equal(t, messages.LayerPublished, messages.LayerPublishedEvent)

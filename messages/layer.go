@@ -4,7 +4,7 @@ import (
 	"regexp"
 )
 
-// Layer is the layers-and-builds domain (seeds/layer-builds.md).
+// Layer is the layers-and-builds domain (docs/layers.md).
 const Layer Domain = "layer"
 
 // Layer commands.

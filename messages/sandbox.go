@@ -7,7 +7,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// Sandbox is the sandbox broker's domain (seeds/sandbox-broker.md).
+// Sandbox is the sandbox broker's domain (docs/sandbox.md).
 const Sandbox Domain = "sandbox"
 
 // Sandbox commands.

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Timer is the durable timer service's domain (seeds/durable-timers.md).
+// Timer is the durable timer service's domain (docs/timers.md).
 const Timer Domain = "timer"
 
 // Timer commands.

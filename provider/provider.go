@@ -1,5 +1,5 @@
-// Package provider talks to the external sandbox provider ("ENG CSP" in
-// seeds/sandbox-broker.md) over HTTP.
+// Package provider talks to the external sandbox provider, the service
+// that hosts the lab sandboxes (docs/sandbox.md), over HTTP.
 package provider
 
 import (

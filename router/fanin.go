@@ -34,8 +34,8 @@ type StreamRule struct {
 	Fields map[string]string `json:"fields"`
 }
 
-// LayerRemovedRule is the seed's rule (layer-builds.md, "DynamoDB Stream"):
-// a layer version item leaving the table deletes its Lambda layer version.
+// LayerRemovedRule is the layers domain's rule (docs/fanin.md): a layer
+// version item leaving the table deletes its Lambda layer version.
 // It fires on any removal, not only TTL's: emulators have no TTL expiry
 // and mark no removal as TTL's, and a version deleted by hand is gone too.
 var LayerRemovedRule = StreamRule{

@@ -3,7 +3,7 @@ package service_test
 // The fault suite: 500 sandbox.allocate commands per case, one per track,
 // through a crash, network faults, a drain under load and triple delivery,
 // each ending with every command's allocation made once, recorded once and
-// announced, and the table agreeing (SPEC §3). The commands, the producer
+// announced, and the table agreeing (docs/delivery.md). The commands, the producer
 // and the checks are in faultkit_test.go; each case logs its counts as
 // "fault NAME: commands=… applied=… lost=… doubled=… re-emitted=…".
 

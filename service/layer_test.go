@@ -123,7 +123,7 @@ func TestLayers_pointer_moves_only_forward(t *testing.T) {
 	assert.Equal(t, 5, ptr.Version)
 }
 
-// TestLayers_access_patterns: every access pattern of the seed returns
+// TestLayers_access_patterns: every access pattern of docs/layers.md returns
 // exactly the expected items, from the pointers and the GSIs.
 func TestLayers_access_patterns(t *testing.T) {
 	s := newStack(t)

@@ -15,7 +15,7 @@ import (
 )
 
 // TestSandbox_transitions walks every sandbox transition and rejection of
-// SPEC.md §4, checking the item, the recorded outcome and the event.
+// docs/sandbox.md, checking the item, the recorded outcome and the event.
 func TestSandbox_transitions(t *testing.T) {
 	s := newStack(t)
 	s.serve(service.ServeOptions{})

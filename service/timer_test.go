@@ -153,7 +153,7 @@ func (s *stack) timerEvents(typ messages.Type, n int, timeout time.Duration) map
 }
 
 // eventIDs are the distinct IDs among events: a redelivered command
-// re-emits its events with the same IDs (SPEC §3).
+// re-emits its events with the same IDs (docs/delivery.md).
 func eventIDs(events []service.TapEvent) map[string]bool {
 	ids := map[string]bool{}
 	for _, ev := range events {

@@ -58,21 +58,44 @@ func AsRejection(err error) (*Rejection, bool) {
 
 // auditItem is one command's recorded outcome.
 type auditItem struct {
-	PK            string `dynamodbav:"pk"`
-	SK            string `dynamodbav:"sk"`
-	GSI1PK        string `dynamodbav:"gsi1pk"`
-	GSI1SK        string `dynamodbav:"gsi1sk"`
-	Entity        string `dynamodbav:"entity"`
-	Action        string `dynamodbav:"action"`
-	Actor         string `dynamodbav:"user_id,omitempty"`
-	CommandID     string `dynamodbav:"command_id"`
+	// PK is CMD#<command ID>: a redelivered command finds its outcome by
+	// its ID.
+	PK string `dynamodbav:"pk"`
+	// SK is always OUTCOME.
+	SK string `dynamodbav:"sk"`
+	// GSI1PK is AUDIT#<UTC day of the decision>, GlobalIndex's day bucket.
+	GSI1PK string `dynamodbav:"gsi1pk"`
+	// GSI1SK is TIMESTAMP#<decision time>#<command ID>: chronological
+	// within a day or an entity.
+	GSI1SK string `dynamodbav:"gsi1sk"`
+	// Entity is ENTITY#<what the command acted on>: SANDBOX#<id>,
+	// TRACK#<track> (an allocation refused), POOL (a sync),
+	// LAYER#<region>.<package>#<version>, BUILD#<package>#<version> or
+	// TIMER#<timer ID>.
+	Entity string `dynamodbav:"entity"`
+	// Action is the command's type, e.g. sandbox.allocate.
+	Action string `dynamodbav:"action"`
+	// Actor is who asked: the track of a sandbox allocation or release;
+	// absent for other commands.
+	Actor string `dynamodbav:"user_id,omitempty"`
+	// CommandID is the command's ID.
+	CommandID string `dynamodbav:"command_id"`
+	// CorrelationID is the command's correlation ID.
 	CorrelationID string `dynamodbav:"correlation_id"`
-	Status        string `dynamodbav:"status"`
-	Reason        string `dynamodbav:"reason,omitempty"`
+	// Status is applied or rejected.
+	Status string `dynamodbav:"status"`
+	// Reason is a rejection's reason, or what a timer firing did (fired,
+	// retry or failed).
+	Reason string `dynamodbav:"reason,omitempty"`
 	// Details is the transition's result (JSON), enough to re-emit its events.
-	Details  string `dynamodbav:"details,omitempty"`
-	At       string `dynamodbav:"at"`
-	ExpireAt int64  `dynamodbav:"expire_at"`
+	Details string `dynamodbav:"details,omitempty"`
+	// At is the decision time (RFC 3339, UTC); a replay reports it
+	// unchanged.
+	At string `dynamodbav:"at"`
+	// ExpireAt is when DynamoDB removes the record (Unix seconds): the
+	// decision time plus TRANSIT_AUDIT_RETENTION. A command redelivered
+	// later than that is applied again.
+	ExpireAt int64 `dynamodbav:"expire_at"`
 }
 
 func auditKey(commandID string) map[string]types.AttributeValue {

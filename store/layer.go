@@ -21,32 +21,61 @@ const (
 // LayerVersion is a layer version item (sk lyrVrsn#v<version>) or, with
 // sk lyrVrsn0#, the pointer to a package's latest version in a region.
 type LayerVersion struct {
-	PK               string `dynamodbav:"pk" json:"-"`
-	SK               string `dynamodbav:"sk" json:"-"`
-	Region           string `dynamodbav:"rgn" json:"region"`
-	Package          string `dynamodbav:"pckg" json:"package"`
-	Version          int    `dynamodbav:"vrsn" json:"version"`
-	ARN              string `dynamodbav:"arn" json:"arn"`
-	Status           string `dynamodbav:"dplySts,omitempty" json:"status,omitempty"`
+	// PK is lyr#<region>.<package>: a package's versions in one region
+	// share a partition.
+	PK string `dynamodbav:"pk" json:"-"`
+	// SK is lyrVrsn#v<version>, or lyrVrsn0# for the pointer to the latest
+	// version, which only ever moves to a higher version.
+	SK string `dynamodbav:"sk" json:"-"`
+	// Region is the AWS region the layer version is published in.
+	Region string `dynamodbav:"rgn" json:"region"`
+	// Package is the package the layer carries.
+	Package string `dynamodbav:"pckg" json:"package"`
+	// Version is the layer version's number; on the pointer, the latest
+	// version's.
+	Version int `dynamodbav:"vrsn" json:"version"`
+	// ARN is the Lambda layer version's ARN.
+	ARN string `dynamodbav:"arn" json:"arn"`
+	// Status is latest or deprecated while the version is deployed. It is
+	// absent on the pointer and on a version marked for deletion, so both
+	// GSIs hold deployed versions only.
+	Status string `dynamodbav:"dplySts,omitempty" json:"status,omitempty"`
+	// RequirementsHash is the hash of the requirements the layer was built
+	// from, when the producer gave one.
 	RequirementsHash string `dynamodbav:"requirementsHsh,omitempty" json:"requirements_hash,omitempty"`
-	PublishedAt      int64  `dynamodbav:"published_at" json:"published_at"`
-	DeprecatedAt     int64  `dynamodbav:"deprecated_at,omitempty" json:"deprecated_at,omitempty"`
-	DeletedDate      int64  `dynamodbav:"deleted_date,omitempty" json:"deleted_date,omitempty"`
+	// PublishedAt is when transit recorded the publication (Unix seconds).
+	PublishedAt int64 `dynamodbav:"published_at" json:"published_at"`
+	// DeprecatedAt is when a newer version replaced this one, or when it
+	// was recorded already older than the latest (Unix seconds).
+	DeprecatedAt int64 `dynamodbav:"deprecated_at,omitempty" json:"deprecated_at,omitempty"`
+	// DeletedDate is when layer.delete-requested took the version out of
+	// service (Unix seconds).
+	DeletedDate int64 `dynamodbav:"deleted_date,omitempty" json:"deleted_date,omitempty"`
 	// TTL is when DynamoDB removes the item, which the stream turns into
-	// the deletion of the Lambda layer version.
+	// the deletion of the Lambda layer version (Unix seconds): the
+	// deprecation time plus TRANSIT_LAYER_RETENTION, or the time of a
+	// layer.delete-requested.
 	TTL int64 `dynamodbav:"ttl,omitempty" json:"ttl,omitempty"`
 }
 
 // Build is a build item (pk bld#v<version>) or, with pk bldVrsn0#, the
 // pointer to a package's latest build.
 type Build struct {
-	PK               string `dynamodbav:"pk" json:"-"`
-	SK               string `dynamodbav:"sk" json:"-"`
-	Package          string `dynamodbav:"pckg" json:"package"`
-	Version          int    `dynamodbav:"vrsn" json:"version"`
-	Requirements     string `dynamodbav:"requirements" json:"requirements"`
+	// PK is bld#v<version>, or bldVrsn0# for the pointers to every
+	// package's latest build (one Query reads them all).
+	PK string `dynamodbav:"pk" json:"-"`
+	// SK is pckg#<package>.
+	SK string `dynamodbav:"sk" json:"-"`
+	// Package is the package built.
+	Package string `dynamodbav:"pckg" json:"package"`
+	// Version is the build's number; on the pointer, the latest build's.
+	Version int `dynamodbav:"vrsn" json:"version"`
+	// Requirements is the requirements file the build used (up to 64 KiB).
+	Requirements string `dynamodbav:"requirements" json:"requirements"`
+	// RequirementsHash is the hash of the requirements file.
 	RequirementsHash string `dynamodbav:"requirementsHsh" json:"requirements_hash"`
-	RecordedAt       int64  `dynamodbav:"recorded_at" json:"recorded_at"`
+	// RecordedAt is when transit recorded the build (Unix seconds).
+	RecordedAt int64 `dynamodbav:"recorded_at" json:"recorded_at"`
 }
 
 // LayerPublication is what publishing a version did.
@@ -214,8 +243,8 @@ func (s *Store) RecordBuild(ctx context.Context, cmd Cmd, p messages.BuildRecord
 	return BuildRecord{}, fmt.Errorf("record %s: %w", entity, errConflict)
 }
 
-// MarkLayerDeleted takes a deprecated version out of service as the seed
-// deletes: dplySts removed (so it leaves both GSIs), deleted_date set, and
+// MarkLayerDeleted takes a deprecated version out of service: dplySts
+// removed (so it leaves both GSIs), deleted_date set, and
 // its TTL brought to now so DynamoDB removes it and the stream deletes the
 // Lambda layer version. The latest version is a *Rejection (is_latest).
 func (s *Store) MarkLayerDeleted(ctx context.Context, cmd Cmd, p messages.LayerVersionPayload) (LayerVersion, error) {

@@ -14,7 +14,7 @@ import (
 	"transit/messages"
 )
 
-// Sandbox statuses (seeds/sandbox-broker.md).
+// Sandbox statuses (docs/sandbox.md).
 const (
 	StatusAvailable       = "available"
 	StatusAllocated       = "allocated"
@@ -79,7 +79,7 @@ type Sandbox struct {
 // ExpiresAt is when the allocation's lab window closes.
 func (s Sandbox) ExpiresAt() int64 { return s.AllocatedAt + s.labSeconds() }
 
-// labSeconds is the lab duration in whole seconds; the seed counts it in
+// labSeconds is the lab duration in whole seconds; the item counts it in
 // hours, which may be fractional.
 func (s Sandbox) labSeconds() int64 { return int64(math.Round(s.LabDurationHours * 3600)) }
 
@@ -101,7 +101,7 @@ func SandboxIDFor(externalID string) string {
 	return uuid.NewSHA1(sandboxIDNamespace, []byte(externalID)).String()
 }
 
-// candidatesPerQuery bounds one StatusIndex read, as the seed's Limit=15.
+// candidatesPerQuery bounds one StatusIndex read (Limit 15).
 const candidatesPerQuery = 15
 
 // allocateRounds bounds how often an allocation re-reads the pool after
@@ -159,7 +159,7 @@ func (s *Store) Allocate(ctx context.Context, cmd Cmd, trackID, idempotencyKey s
 }
 
 // liveAllocation finds the track's current allocation under key (the
-// seed's IdempotencyIndex lookup).
+// IdempotencyIndex lookup).
 func (s *Store) liveAllocation(ctx context.Context, trackID, key string) (Sandbox, bool, error) {
 	kc := expression.Key("idempotency_key").Equal(expression.Value(key))
 	filter := expression.Name("status").Equal(expression.Value(StatusAllocated)).
@@ -192,7 +192,7 @@ func (s *Store) recordExisting(ctx context.Context, cmd Cmd, sb Sandbox) (Sandbo
 }
 
 // MarkDeletion releases a sandbox on its owner's request, within the lab
-// window: the seed's owner-and-window condition. A refusal is a *Rejection
+// window: the owner-and-window condition. A refusal is a *Rejection
 // with reason not_found, wrong_state, not_owner or expired.
 func (s *Store) MarkDeletion(ctx context.Context, cmd Cmd, sandboxID, trackID string) (Sandbox, error) {
 	now := cmd.At.Unix()

@@ -38,7 +38,7 @@ type Index struct {
 func str(name string) Attribute { return Attribute{Name: name, Type: types.ScalarAttributeTypeS} }
 func num(name string) Attribute { return Attribute{Name: name, Type: types.ScalarAttributeTypeN} }
 
-// SandboxPool is the sandbox broker's table, exactly as seeds/sandbox-broker.md.
+// SandboxPool is the sandbox broker's table (docs/sandbox.md).
 var SandboxPool = Table{
 	Name:         "SandboxPool",
 	PartitionKey: str("PK"),
@@ -52,7 +52,7 @@ var SandboxPool = Table{
 }
 
 // Audit records the outcome of every command of every domain
-// (seeds/nucleus-schedules.md §3). The item is keyed by command ID so that
+// (docs/delivery.md). The item is keyed by command ID so that
 // writing it in a transition's transaction makes the transition
 // effectively-once; see DECISIONS.md.
 var Audit = Table{
@@ -60,16 +60,16 @@ var Audit = Table{
 	PartitionKey: str("pk"),
 	SortKey:      str("sk"),
 	GlobalIndexes: []Index{
-		// The seed's global chronological view, bucketed by day so no
+		// The global chronological view, bucketed by day so no
 		// single partition takes every write.
 		{Name: "GlobalIndex", PartitionKey: str("gsi1pk"), SortKey: str("gsi1sk")},
-		// The seed's "logs by entity".
+		// Logs by entity: what happened to one sandbox, layer or timer.
 		{Name: "EntityIndex", PartitionKey: str("entity"), SortKey: str("gsi1sk")},
 	},
 	TTLAttribute: "expire_at",
 }
 
-// Layers holds layer versions and builds, exactly as seeds/layer-builds.md:
+// Layers holds layer versions and builds (docs/layers.md):
 // pk/sk patterns, the v0 pointer items, and two sparse GSIs on dplySts
 // (only active layer versions carry it). Its stream feeds the fan-in,
 // which turns a layer version's TTL removal into layer.removed.
@@ -86,7 +86,7 @@ var Layers = Table{
 }
 
 // Timers holds the durable timers and their shards, as
-// seeds/durable-timers.md: one partition per shard (shard_id), the shard's
+// docs/timers.md shows: one partition per shard (shard_id), the shard's
 // ownership record at sort_key SHARD and its timers at TIMER#<timer_id>.
 // ExecuteAtIndex orders a shard's timers by due time; its sort key
 // carries the timer's uuid after the time, so two timers due in the same

@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Row types and sort keys of the timers table (seeds/durable-timers.md).
+// Row types and sort keys of the timers table (docs/timers.md).
 const (
 	rowShard        = 1
 	rowTimer        = 2
@@ -65,15 +65,25 @@ func (i *Instant) UnmarshalDynamoDBAttributeValue(av types.AttributeValue) error
 	return nil
 }
 
-// Shard is a shard's ownership record. Version is bumped by every claim
-// and every timer write in the shard is conditioned on it; 0 means no
-// record was ever written.
+// Shard is a shard's ownership record. Every claim bumps Version, and
+// every timer write in the shard is conditioned on it; 0 means no record
+// was ever written.
 type Shard struct {
-	ShardID   int     `dynamodbav:"shard_id" json:"shard"`
-	SortKey   string  `dynamodbav:"sort_key" json:"-"`
-	RowType   int     `dynamodbav:"row_type" json:"-"`
-	Version   int64   `dynamodbav:"shard_version" json:"version"`
-	Owner     string  `dynamodbav:"shard_owner_id" json:"owner,omitempty"`
+	// ShardID is the shard's number, from 0 to TRANSIT_TIMER_SHARDS - 1: the
+	// partition of its record and of its timers.
+	ShardID int `dynamodbav:"shard_id" json:"shard"`
+	// SortKey is SHARD for a shard's record.
+	SortKey string `dynamodbav:"sort_key" json:"-"`
+	// RowType is 1 for a shard's record (2 for a timer's).
+	RowType int `dynamodbav:"row_type" json:"-"`
+	// Version is bumped by every claim and release, not by a renewal;
+	// every timer write in the shard checks it, so an owner that lost the
+	// shard can no longer write there.
+	Version int64 `dynamodbav:"shard_version" json:"version"`
+	// Owner is the instance holding the shard; empty once released.
+	Owner string `dynamodbav:"shard_owner_id" json:"owner,omitempty"`
+	// ClaimedAt is when the owner last claimed or renewed the shard; the
+	// claim lapses TRANSIT_TIMER_LEASE after it.
 	ClaimedAt Instant `dynamodbav:"shard_claimed_at" json:"claimed_at"`
 	// Metadata describes the owner for operators (host, pid), as JSON.
 	Metadata string `dynamodbav:"shard_metadata,omitempty" json:"metadata,omitempty"`
@@ -81,29 +91,47 @@ type Shard struct {
 
 // Timer is a timer record.
 type Timer struct {
-	ShardID     int     `dynamodbav:"shard_id" json:"shard"`
-	SortKey     string  `dynamodbav:"sort_key" json:"-"`
-	RowType     int     `dynamodbav:"row_type" json:"-"`
-	ExecuteAt   Instant `dynamodbav:"timer_execute_at" json:"execute_at"`
-	DueKey      string  `dynamodbav:"timer_execute_at_with_uuid" json:"-"`
-	UUID        string  `dynamodbav:"timer_uuid" json:"timer_uuid"`
-	ID          string  `dynamodbav:"timer_id" json:"timer_id"`
-	GroupID     string  `dynamodbav:"timer_group_id,omitempty" json:"group_id,omitempty"`
-	CallbackURL string  `dynamodbav:"timer_callback_url" json:"callback"`
-	// Payload and RetryPolicy are JSON, as in the seed.
-	Payload         string  `dynamodbav:"timer_payload,omitempty" json:"payload,omitempty"`
-	RetryPolicy     string  `dynamodbav:"timer_retry_policy" json:"retry_policy"`
+	// ShardID is the timer's shard: FNV-1a of its timer_id modulo the
+	// shard count.
+	ShardID int `dynamodbav:"shard_id" json:"shard"`
+	// SortKey is TIMER#<timer_id>.
+	SortKey string `dynamodbav:"sort_key" json:"-"`
+	// RowType is 2 for a timer's record.
+	RowType int `dynamodbav:"row_type" json:"-"`
+	// ExecuteAt is when the timer is next due.
+	ExecuteAt Instant `dynamodbav:"timer_execute_at" json:"execute_at"`
+	// DueKey is the due time and the uuid, joined by "#": the sort key of
+	// ExecuteAtIndex, distinct for two timers due in the same millisecond.
+	DueKey string `dynamodbav:"timer_execute_at_with_uuid" json:"-"`
+	// UUID identifies this incarnation of the timer, new when it is
+	// created, re-created or rescheduled by its callback's answer; HTTP
+	// callbacks carry it as their Idempotency-Key.
+	UUID string `dynamodbav:"timer_uuid" json:"timer_uuid"`
+	// ID is the producer's name for the timer.
+	ID string `dynamodbav:"timer_id" json:"timer_id"`
+	// GroupID is free for the producer, e.g. to find its timers later.
+	GroupID string `dynamodbav:"timer_group_id,omitempty" json:"group_id,omitempty"`
+	// CallbackURL is where the timer calls: an http(s) URL, sqs://<queue>
+	// or sns://<topic>.
+	CallbackURL string `dynamodbav:"timer_callback_url" json:"callback"`
+	// Payload is the JSON sent to the callback; absent when there is none.
+	Payload string `dynamodbav:"timer_payload,omitempty" json:"payload,omitempty"`
+	// RetryPolicy is the timer's retry policy as JSON, defaults filled in.
+	RetryPolicy string `dynamodbav:"timer_retry_policy" json:"retry_policy"`
+	// CallbackTimeout bounds one call, in seconds.
 	CallbackTimeout float64 `dynamodbav:"timer_callback_timeout_seconds" json:"callback_timeout_seconds"`
-	CreatedAt       Instant `dynamodbav:"timer_created_at" json:"created_at"`
-	// Attempts counts failed calls of the current firing; FirstExecuteAt
-	// is when that firing was first due (the retry policy's total
-	// duration counts from it).
-	Attempts       int     `dynamodbav:"timer_attempts" json:"attempts"`
+	// CreatedAt is when the timer was created or last replaced.
+	CreatedAt Instant `dynamodbav:"timer_created_at" json:"created_at"`
+	// Attempts counts failed calls of the current firing.
+	Attempts int `dynamodbav:"timer_attempts" json:"attempts"`
+	// FirstExecuteAt is when the current firing was first due; the retry
+	// policy's total duration counts from it.
 	FirstExecuteAt Instant `dynamodbav:"timer_first_execute_at" json:"first_execute_at"`
-	// FiringBy is the timer.due command calling back now, until
-	// FiringUntil (Unix ms): another delivery of it waits.
-	FiringBy    string `dynamodbav:"timer_firing_by,omitempty" json:"firing_by,omitempty"`
-	FiringUntil int64  `dynamodbav:"timer_firing_until,omitempty" json:"firing_until,omitempty"`
+	// FiringBy is the ID of the timer.due command calling back now.
+	FiringBy string `dynamodbav:"timer_firing_by,omitempty" json:"firing_by,omitempty"`
+	// FiringUntil is when that hold ends (Unix milliseconds); another
+	// delivery of the firing waits until then.
+	FiringUntil int64 `dynamodbav:"timer_firing_until,omitempty" json:"firing_until,omitempty"`
 }
 
 // NewTimer is a timer record ready to be written; shard and uuid are
@@ -212,7 +240,7 @@ func (s *Store) ShardVersion(ctx context.Context, shard int) (int64, error) {
 }
 
 // ClaimShard makes owner the shard's owner from at, bumping its version:
-// the seed's versioned claim. seen is the record as read; the claim fails
+// a versioned claim. seen is the record as read; the claim fails
 // with ErrShardMoved if it changed since.
 func (s *Store) ClaimShard(ctx context.Context, seen Shard, owner, metadata string, at time.Time) (Shard, error) {
 	next := seen

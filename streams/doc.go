@@ -1,4 +1,4 @@
-// Package streams is transit's DynamoDB Streams fan-in (SPEC §5): a
+// Package streams is transit's DynamoDB Streams fan-in (docs/fanin.md): a
 // Watermill message.Subscriber whose topics are table names and whose
 // messages are the tables' item changes, so router rules can map them to
 // commands (e.g. the removal of a "lyr#…" item → layer.removed).

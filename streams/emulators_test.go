@@ -70,7 +70,7 @@ func motoURL(t *testing.T) string {
 }
 
 // emulators are the backends every integration test runs against, in the
-// same way (STYLE.md: one suite, every implementation).
+// same way: one suite, every implementation.
 var emulators = []struct {
 	Name string
 	URL  func(*testing.T) string

@@ -66,13 +66,28 @@ func NewDynamoDBLeaseStore(db LeaseDB, table string) *DynamoDBLeaseStore {
 // leaseItem is one item of the lease table: a shard's lease or an
 // instance's heartbeat.
 type leaseItem struct {
-	PK         string `dynamodbav:"pk"`
-	SK         string `dynamodbav:"sk"`
-	Owner      string `dynamodbav:"owner,omitempty"`
-	Version    int64  `dynamodbav:"version,omitempty"`
-	Expires    int64  `dynamodbav:"lease_expires_at"`
+	// PK is <consumer group>#<stream ARN>: everything one group
+	// coordinates on for one stream, read with one Query.
+	PK string `dynamodbav:"pk"`
+	// SK is shard#<shard ID> for a shard's lease, owner#<owner ID> for an
+	// instance's heartbeat.
+	SK string `dynamodbav:"sk"`
+	// Owner is the instance holding the lease (absent while the shard is
+	// free), or on a heartbeat the instance beating.
+	Owner string `dynamodbav:"owner,omitempty"`
+	// Version is bumped by every write to a lease, and each write is
+	// conditioned on the version it read; heartbeats have none.
+	Version int64 `dynamodbav:"version,omitempty"`
+	// Expires is when the lease, or the instance whose heartbeat this is,
+	// lapses without renewal (Unix milliseconds).
+	Expires int64 `dynamodbav:"lease_expires_at"`
+	// Checkpoint is the sequence number of the shard's last acked record,
+	// or SHARD_END once the shard was read to its end.
 	Checkpoint string `dynamodbav:"checkpoint,omitempty"`
-	TTL        int64  `dynamodbav:"expire_at,omitempty"`
+	// TTL is set only on a finished lease (72 h after it finished) and on
+	// a heartbeat (an hour after it lapses), so the table does not grow
+	// forever (Unix seconds).
+	TTL int64 `dynamodbav:"expire_at,omitempty"`
 }
 
 func partitionKey(group, streamARN string) string { return group + "#" + streamARN }

@@ -330,7 +330,7 @@ func querySandboxes(ctx context.Context, args []string) error {
 	return w.Flush()
 }
 
-// queryLayers answers the seed's layer access patterns (--region is the
+// queryLayers answers the layer access patterns of docs/layers.md (--region is the
 // AWS region setting, hence --layer-region): with a region and
 // a package, the latest version there (the pointer); with a package, its
 // latest version in every region; with a region, every deployed version.

@@ -23,7 +23,7 @@ var subcommands = map[string]subcommand{
 	"send":          {"send TYPE [--json J | --FIELD V ...] [--wait]   send a command; --wait prints its event", runSend},
 	"watch":         {"watch [--domain D,…] [--type T] [--count N] [--timeout T]   print events as they are published", runWatch},
 	"dlq":           {"dlq list|redrive [--domain D]   show or move back dead-lettered commands", runDLQ},
-	"query":         {"query sandboxes|layers|builds [flags]   the seeds' access patterns, from the indexes", runQuery},
+	"query":         {"query sandboxes|layers|builds [flags]   the documented access patterns, from the indexes", runQuery},
 	"provider-stub": {"provider-stub [--listen ADDR]   a local stand-in for the sandbox provider", runProviderStub},
 	"bench":         {"bench [--moto-only] [--commands N]   measure transit against a plain SDK loop (starts its own emulators)", runBench},
 	// The benchmark's comparison loop, run by `transit bench` as a worker.

@@ -17,7 +17,7 @@ import (
 
 // minimumRequests is the fewest AWS requests an allocate + mark-deletion
 // pair needs, per command: receives and deletes batched by ten, one
-// publish each, and the seed's own reads and writes (allocate: the
+// publish each, and the domain's own reads and writes (allocate: the
 // IdempotencyIndex and StatusIndex queries and one write; mark-deletion:
 // one read and one write).
 var minimumRequests = map[string]float64{
@@ -30,7 +30,7 @@ var minimumRequests = map[string]float64{
 }
 
 // measureFloor measures, on the bench's own DynamoDB, the capacity units of
-// the seed's access pattern with nothing added: its queries and its two
+// the domain's access pattern with nothing added: its queries and its two
 // single-item conditional writes, without transit's outcome record. That
 // is the floor transit's figures are compared with.
 func measureFloor(ctx context.Context, prefix string) (perCommand, error) {

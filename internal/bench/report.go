@@ -94,7 +94,7 @@ func (r Report) Write(out io.Writer) {
 		c := cs[len(cs)-1]
 		t, b := r.pair(c)
 		tp, bp := costPerCommand(t.Cost, t.Commands), costPerCommand(b.Cost, b.Commands)
-		fmt.Fprintf(out, "\nCost on AWS per command at concurrency %d (minimum: the seed's access pattern alone, batched SQS)\n", c)
+		fmt.Fprintf(out, "\nCost on AWS per command at concurrency %d (minimum: the domain's access pattern alone, batched SQS)\n", c)
 		fmt.Fprintln(w, "request\ttransit\tbaseline\tminimum\t")
 		ops := map[string]bool{}
 		for _, p := range []perCommand{tp, bp, r.Floor} {
