@@ -9,7 +9,7 @@ export AWS_REGION            ?= us-east-1
 export AWS_ACCESS_KEY_ID     ?= test
 export AWS_SECRET_ACCESS_KEY ?= test
 
-.PHONY: all build run test lint moto bench docs clean
+.PHONY: all build run test lint moto bench docs clean schemas
 
 all: build
 
@@ -46,6 +46,12 @@ test: moto lint
 bench: build moto
 	$(GO) test -run '^$$' -bench . -benchmem ./messages ./router
 	bin/transit bench $(BENCH_FLAGS)
+
+# The JSON Schema catalogue for producers, regenerated from the Go types
+# (messages/schema.go); a test fails while it is out of date.
+schemas:
+	rm -rf schemas/commands schemas/events schemas/envelope.json
+	$(GO) run ./cmd/transit schema --out schemas
 
 # Rewrite the generated table sections of docs/ from store/ after changing
 # a table or an item struct; a test fails while they are out of date.

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -284,10 +285,11 @@ func checkID(field, v string) error {
 }
 
 // checkText bounds a free-text field and keeps control characters out of
-// values that end up in keys and logs.
+// values that end up in keys and logs. It counts characters, as JSON
+// Schema's maxLength does, so the published schemas agree with it.
 func checkText(field, v string, max int) error {
-	if len(v) > max {
-		return invalid(field, "%d bytes, at most %d", len(v), max)
+	if n := utf8.RuneCountInString(v); n > max {
+		return invalid(field, "%d characters, at most %d", n, max)
 	}
 	for _, r := range v {
 		if r < 0x20 || r == 0x7f {

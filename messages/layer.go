@@ -2,6 +2,9 @@ package messages
 
 import (
 	"regexp"
+	"unicode/utf8"
+
+	"github.com/invopop/jsonschema"
 )
 
 // Layer is the layers-and-builds domain (docs/layers.md).
@@ -35,6 +38,11 @@ const (
 	ReasonIsLatest        = "is_latest"
 )
 
+// maxSafeInteger bounds integer fields: the largest integer every JSON
+// reader holds exactly (a float64 mantissa), so producers in any language
+// and the schema's maximum mean the same number.
+const maxSafeInteger = 1<<53 - 1
+
 var (
 	regionPattern  = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d$`)
 	packagePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
@@ -44,9 +52,11 @@ var (
 
 // LayerVersionPayload names one version of a package's layer in a region.
 type LayerVersionPayload struct {
+	// Region is an AWS region name, e.g. eu-west-1.
 	Region  string `json:"region"`
 	Package string `json:"package"`
-	Version int    `json:"version"`
+	// Version is the Lambda layer version number.
+	Version int `json:"version"`
 }
 
 func (p *LayerVersionPayload) Validate() error {
@@ -55,17 +65,42 @@ func (p *LayerVersionPayload) Validate() error {
 		return invalid("region", "%q is not an AWS region name", p.Region)
 	case !packagePattern.MatchString(p.Package):
 		return invalid("package", "%q is not a package name (letters, digits, . _ -)", p.Package)
-	case p.Version < 1:
-		return invalid("version", "%d, want 1 or more", p.Version)
+	}
+	return checkVersion(p.Version)
+}
+
+func checkVersion(v int) error {
+	if v < 1 || int64(v) > maxSafeInteger {
+		return invalid("version", "%d, want 1 to %d", v, int64(maxSafeInteger))
 	}
 	return nil
+}
+
+func (LayerVersionPayload) JSONSchemaExtend(s *jsonschema.Schema) { layerVersionSchema(s) }
+
+// layerVersionSchema describes the fields of an embedded
+// LayerVersionPayload: the generator flattens them into the outer type
+// without calling the embedded type's JSONSchemaExtend.
+func layerVersionSchema(s *jsonschema.Schema) {
+	property(s, "region").Pattern = regionPattern.String()
+	property(s, "package").Pattern = packagePattern.String()
+	integerRange(property(s, "version"), 1, maxSafeInteger)
 }
 
 // LayerPublishedPayload reports a layer version published to Lambda.
 type LayerPublishedPayload struct {
 	LayerVersionPayload
+	// ARN is the layer version's ARN, ending in its version number.
 	ARN              string `json:"arn"`
 	RequirementsHash string `json:"requirements_hash,omitempty"`
+}
+
+func (LayerPublishedPayload) JSONSchemaExtend(s *jsonschema.Schema) {
+	layerVersionSchema(s)
+	property(s, "arn").Pattern = layerARN.String()
+	hash := property(s, "requirements_hash")
+	hash.Pattern = optionalPattern(hashPattern)
+	nullable(hash)
 }
 
 func (p *LayerPublishedPayload) Validate() error {
@@ -83,23 +118,39 @@ func (p *LayerPublishedPayload) Validate() error {
 
 // BuildRecordedPayload records a package build and its requirements.
 type BuildRecordedPayload struct {
-	Package          string `json:"package"`
-	Version          int    `json:"version"`
+	Package string `json:"package"`
+	Version int    `json:"version"`
+	// Requirements is the build's requirements file as text; empty for
+	// a package without any.
 	Requirements     string `json:"requirements"`
 	RequirementsHash string `json:"requirements_hash"`
 }
 
 const maxRequirements = 64 * 1024
 
+func (BuildRecordedPayload) JSONSchemaExtend(s *jsonschema.Schema) {
+	property(s, "package").Pattern = packagePattern.String()
+	integerRange(property(s, "version"), 1, maxSafeInteger)
+	// Empty requirements (a package with none) are valid, and encoding/json
+	// reads a missing member as empty.
+	optional(s, "requirements", "")
+	req := property(s, "requirements")
+	req.MaxLength = count(maxRequirements)
+	nullable(req)
+	property(s, "requirements_hash").Pattern = hashPattern.String()
+}
+
 func (p *BuildRecordedPayload) Validate() error {
-	switch {
-	case !packagePattern.MatchString(p.Package):
+	if !packagePattern.MatchString(p.Package) {
 		return invalid("package", "%q is not a package name (letters, digits, . _ -)", p.Package)
-	case p.Version < 1:
-		return invalid("version", "%d, want 1 or more", p.Version)
-	case len(p.Requirements) > maxRequirements:
-		return invalid("requirements", "%d bytes, at most %d", len(p.Requirements), maxRequirements)
-	case !hashPattern.MatchString(p.RequirementsHash):
+	}
+	if err := checkVersion(p.Version); err != nil {
+		return err
+	}
+	if n := utf8.RuneCountInString(p.Requirements); n > maxRequirements {
+		return invalid("requirements", "%d characters, at most %d", n, maxRequirements)
+	}
+	if !hashPattern.MatchString(p.RequirementsHash) {
 		return invalid("requirements_hash", "%q is not a hash", p.RequirementsHash)
 	}
 	return nil
@@ -109,6 +160,11 @@ func (p *BuildRecordedPayload) Validate() error {
 type LayerRemovedPayload struct {
 	LayerVersionPayload
 	ARN string `json:"arn"`
+}
+
+func (LayerRemovedPayload) JSONSchemaExtend(s *jsonschema.Schema) {
+	layerVersionSchema(s)
+	property(s, "arn").Pattern = layerARN.String()
 }
 
 func (p *LayerRemovedPayload) Validate() error {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"regexp"
 
-	"github.com/google/uuid"
+	"github.com/invopop/jsonschema"
 )
 
 // Sandbox is the sandbox broker's domain (docs/sandbox.md).
@@ -46,10 +46,12 @@ const (
 // Field limits. They keep every item far below DynamoDB's 400 KB and every
 // message below SQS's 256 KiB.
 const (
-	maxKeyField   = 256
-	maxInventory  = 1000
-	maxLabHours   = 24 * 30
-	sandboxIDSize = MaxIDLength
+	maxKeyField  = 256
+	maxInventory = 1000
+	maxLabHours  = 24 * 30
+	// minLabHours is one second. It is compared as it is written in the
+	// schema (the same float64), so the two agree at the bound.
+	minLabHours = 1.0 / 3600
 )
 
 // trackIDPattern is what a track ID may look like: an identifier, never
@@ -66,27 +68,51 @@ func checkTrackID(v string) error {
 	return nil
 }
 
-// checkSandboxID accepts the canonical UUID form only (seed: sandbox IDs
-// are UUIDs), the form keys are stored in.
+// sandboxIDPattern is the canonical lower-case UUID form, the form keys
+// are stored in; uuid.Parse alone would also take braces, URNs and upper
+// case.
+var sandboxIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// checkSandboxID accepts the canonical UUID form only.
 func checkSandboxID(v string, optional bool) error {
-	if v == "" && optional {
+	switch {
+	case v == "" && optional:
 		return nil
-	}
-	if err := required("sandbox_id", v, sandboxIDSize); err != nil {
-		return err
-	}
-	if u, err := uuid.Parse(v); err != nil || u.String() != v {
+	case v == "":
+		return invalid("sandbox_id", "required")
+	case !sandboxIDPattern.MatchString(v):
 		return invalid("sandbox_id", "%q is not a UUID in canonical lower-case form", v)
 	}
 	return nil
 }
 
+func trackIDSchema(p *jsonschema.Schema) { patternSchema(p, trackIDPattern, maxKeyField) }
+
+// sandboxIDSchema describes a sandbox_id; an optional one may be empty
+// (a sweep), so it carries no uuid format.
+func sandboxIDSchema(p *jsonschema.Schema, optional bool) {
+	if optional {
+		p.Pattern = optionalPattern(sandboxIDPattern)
+		nullable(p)
+		return
+	}
+	p.Pattern = sandboxIDPattern.String()
+	p.Format = "uuid"
+}
+
 // SandboxAllocatePayload asks for one available sandbox for a track.
 type SandboxAllocatePayload struct {
+	// TrackID names the track; it ends up in keys, so it is an identifier.
 	TrackID string `json:"track_id"`
-	// IdempotencyKey defaults to TrackID, as in the seed: a track holds at
-	// most one live allocation per key.
+	// IdempotencyKey defaults to TrackID: a track holds at most one live
+	// allocation per key.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+func (SandboxAllocatePayload) JSONSchemaExtend(s *jsonschema.Schema) {
+	trackIDSchema(property(s, "track_id"))
+	textSchema(property(s, "idempotency_key"), maxKeyField)
+	nullable(property(s, "idempotency_key"))
 }
 
 func (p *SandboxAllocatePayload) Validate() error {
@@ -101,8 +127,15 @@ func (p *SandboxAllocatePayload) Validate() error {
 
 // SandboxMarkDeletionPayload asks to release a sandbox the track owns.
 type SandboxMarkDeletionPayload struct {
+	// SandboxID is the sandbox's UUID in canonical lower-case form.
 	SandboxID string `json:"sandbox_id"`
-	TrackID   string `json:"track_id"`
+	// TrackID must be the track that holds the allocation.
+	TrackID string `json:"track_id"`
+}
+
+func (SandboxMarkDeletionPayload) JSONSchemaExtend(s *jsonschema.Schema) {
+	sandboxIDSchema(property(s, "sandbox_id"), false)
+	trackIDSchema(property(s, "track_id"))
 }
 
 func (p *SandboxMarkDeletionPayload) Validate() error {
@@ -119,6 +152,10 @@ type SandboxExpirePayload struct {
 	SandboxID string `json:"sandbox_id,omitempty"`
 }
 
+func (SandboxExpirePayload) JSONSchemaExtend(s *jsonschema.Schema) {
+	sandboxIDSchema(property(s, "sandbox_id"), true)
+}
+
 func (p *SandboxExpirePayload) Validate() error {
 	return checkSandboxID(p.SandboxID, true)
 }
@@ -129,24 +166,50 @@ type SandboxCleanupPayload struct {
 	SandboxID string `json:"sandbox_id,omitempty"`
 }
 
+func (SandboxCleanupPayload) JSONSchemaExtend(s *jsonschema.Schema) {
+	sandboxIDSchema(property(s, "sandbox_id"), true)
+}
+
 func (p *SandboxCleanupPayload) Validate() error {
 	return checkSandboxID(p.SandboxID, true)
 }
 
 // SandboxSyncPayload is the provider's full inventory.
 type SandboxSyncPayload struct {
+	// Inventory lists every sandbox the provider has, each once: one not
+	// yet known is added, an available or allocated one no longer listed
+	// is staled. It is required even when empty, so a producer that
+	// leaves it out by mistake does not stale the whole pool.
 	Inventory []InventoryItem `json:"inventory"`
 }
 
 // InventoryItem is one sandbox as the provider lists it.
 type InventoryItem struct {
+	// ExternalID is the provider's ID of the sandbox.
 	ExternalID string `json:"external_id"`
 	Name       string `json:"name"`
 	// LabDurationHours may be fractional, down to one second (1/3600).
 	LabDurationHours float64 `json:"lab_duration_hours"`
 }
 
+func (SandboxSyncPayload) JSONSchemaExtend(s *jsonschema.Schema) {
+	p := property(s, "inventory")
+	p.MaxItems = count(maxInventory)
+	goOnly(s, "each external_id appears once in inventory")
+}
+
+func (InventoryItem) JSONSchemaExtend(s *jsonschema.Schema) {
+	requiredTextSchema(property(s, "external_id"), maxKeyField)
+	requiredTextSchema(property(s, "name"), maxKeyField)
+	hours := property(s, "lab_duration_hours")
+	hours.Minimum = number(minLabHours)
+	hours.Maximum = number(maxLabHours)
+}
+
 func (p *SandboxSyncPayload) Validate() error {
+	if p.Inventory == nil {
+		return invalid("inventory", "required (an empty list when the provider has no sandboxes)")
+	}
 	if len(p.Inventory) > maxInventory {
 		return invalid("inventory", "%d entries, at most %d", len(p.Inventory), maxInventory)
 	}
@@ -164,7 +227,7 @@ func (p *SandboxSyncPayload) Validate() error {
 		if err := required(field+".name", it.Name, maxKeyField); err != nil {
 			return err
 		}
-		if it.LabDurationHours*3600 < 1 || it.LabDurationHours > maxLabHours {
+		if it.LabDurationHours < minLabHours || it.LabDurationHours > maxLabHours {
 			return invalid(field+".lab_duration_hours", "%g, want 1/3600 (one second) to %d", it.LabDurationHours, maxLabHours)
 		}
 	}
@@ -178,49 +241,64 @@ type SandboxAllocatedPayload struct {
 	Name           string `json:"name"`
 	TrackID        string `json:"track_id"`
 	IdempotencyKey string `json:"idempotency_key"`
-	AllocatedAt    int64  `json:"allocated_at"`
-	ExpiresAt      int64  `json:"expires_at"`
+	// AllocatedAt and ExpiresAt are Unix times in seconds.
+	AllocatedAt int64 `json:"allocated_at"`
+	ExpiresAt   int64 `json:"expires_at"`
 }
 
+// SandboxAllocationRejectedPayload is an allocation refused: no sandbox
+// is available.
 type SandboxAllocationRejectedPayload struct {
 	TrackID        string `json:"track_id"`
 	IdempotencyKey string `json:"idempotency_key"`
 	Reason         string `json:"reason"`
 }
 
+// SandboxDeletionMarkedPayload is a sandbox its track released; the
+// cleanup deletes it at the provider.
 type SandboxDeletionMarkedPayload struct {
-	SandboxID           string `json:"sandbox_id"`
-	ExternalID          string `json:"external_id"`
-	TrackID             string `json:"track_id"`
-	DeletionRequestedAt int64  `json:"deletion_requested_at"`
+	SandboxID  string `json:"sandbox_id"`
+	ExternalID string `json:"external_id"`
+	TrackID    string `json:"track_id"`
+	// DeletionRequestedAt is a Unix time in seconds.
+	DeletionRequestedAt int64 `json:"deletion_requested_at"`
 }
 
+// SandboxDeletionRejectedPayload is a release refused; Reason says why.
 type SandboxDeletionRejectedPayload struct {
 	SandboxID string `json:"sandbox_id"`
 	TrackID   string `json:"track_id"`
 	Reason    string `json:"reason"`
 }
 
+// SandboxExpiredPayload is an allocation whose lab time ran out, now
+// pending deletion.
 type SandboxExpiredPayload struct {
-	SandboxID           string `json:"sandbox_id"`
-	ExternalID          string `json:"external_id"`
-	TrackID             string `json:"track_id"`
-	AllocatedAt         int64  `json:"allocated_at"`
-	DeletionRequestedAt int64  `json:"deletion_requested_at"`
+	SandboxID  string `json:"sandbox_id"`
+	ExternalID string `json:"external_id"`
+	TrackID    string `json:"track_id"`
+	// AllocatedAt and DeletionRequestedAt are Unix times in seconds.
+	AllocatedAt         int64 `json:"allocated_at"`
+	DeletionRequestedAt int64 `json:"deletion_requested_at"`
 }
 
+// SandboxDeletedPayload is a sandbox the provider deleted.
 type SandboxDeletedPayload struct {
 	SandboxID  string `json:"sandbox_id"`
 	ExternalID string `json:"external_id"`
 }
 
+// SandboxDeletionFailedPayload is a cleanup that did not delete the
+// sandbox, which stays pending deletion.
 type SandboxDeletionFailedPayload struct {
 	SandboxID          string `json:"sandbox_id"`
 	ExternalID         string `json:"external_id"`
 	DeletionRetryCount int    `json:"deletion_retry_count"`
-	Reason             string `json:"reason"`
+	// Reason is the provider's error, or provider_not_configured.
+	Reason string `json:"reason"`
 }
 
+// SandboxSyncedPayload lists the sandboxes a sync added and staled.
 type SandboxSyncedPayload struct {
 	Added  []string `json:"added"`
 	Staled []string `json:"staled"`

@@ -26,6 +26,7 @@ var subcommands = map[string]subcommand{
 	"query":         {"query sandboxes|layers|builds [flags]   the documented access patterns, from the indexes", runQuery},
 	"provider-stub": {"provider-stub [--listen ADDR]   a local stand-in for the sandbox provider", runProviderStub},
 	"bench":         {"bench [--moto-only] [--commands N]   measure transit against a plain SDK loop (starts its own emulators)", runBench},
+	"schema":        {"schema [--type T] [--out DIR]   JSON Schemas of the envelope, every command and every event", runSchema},
 	// The benchmark's comparison loop, run by `transit bench` as a worker.
 	"bench-baseline": {"", runBenchBaseline},
 }
@@ -47,7 +48,7 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: transit SUBCOMMAND [flags]   (each subcommand takes -h)")
-	for _, name := range []string{"serve", "provision", "send", "watch", "dlq", "query", "provider-stub", "bench"} {
+	for _, name := range []string{"serve", "provision", "send", "watch", "dlq", "query", "provider-stub", "bench", "schema"} {
 		fmt.Fprintln(os.Stderr, "  "+subcommands[name].usage)
 	}
 }
