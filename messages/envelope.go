@@ -99,9 +99,7 @@ type Meta struct {
 }
 
 // Decode parses a command in either wire form: the envelope as the body,
-// or the payload alone as the body with the type in meta. A body is an
-// envelope when it has a "type" or "payload" member; no command payload
-// has either field, so the two forms cannot be mistaken for each other.
+// or the payload alone as the body with the type in meta (see isEnvelope).
 // Every failure is an *InvalidError naming the field: the message can
 // never succeed and belongs in the DLQ.
 func Decode(body []byte, meta Meta) (Command, error) {
@@ -109,7 +107,7 @@ func Decode(body []byte, meta Meta) (Command, error) {
 	if err := json.Unmarshal(body, &env); err != nil {
 		return Command{}, invalid("body", "not a JSON object (an envelope, or a payload with the type attribute): %v", err)
 	}
-	if env.Type == "" && env.Payload == nil {
+	if !isEnvelope(body, env) {
 		if meta.Type == "" {
 			return Command{}, &InvalidError{Field: "type", Reason: "no command type: the body is not an envelope and the message has no type attribute", Unknown: true}
 		}
@@ -148,6 +146,36 @@ func Decode(body []byte, meta Meta) (Command, error) {
 		return Command{}, err
 	}
 	return Command{ID: env.ID, Type: env.Type, CorrelationID: env.CorrelationID, OccurredAt: env.OccurredAt, Payload: payload}, nil
+}
+
+// envelopeMembers are the envelope's JSON members.
+var envelopeMembers = map[string]bool{
+	"id": true, "type": true, "correlation_id": true, "causation_id": true,
+	"occurred_at": true, "schema": true, "payload": true,
+}
+
+// isEnvelope tells the two wire forms apart. A body with a "type" member
+// is an envelope: no command payload has such a field (a test keeps it
+// so). Without one, a body is an envelope only when it has a "payload"
+// member and nothing but envelope members, so a payload that has a field
+// named payload (timer.create) is still read as a payload.
+func isEnvelope(body []byte, env Envelope) bool {
+	if env.Type != "" {
+		return true
+	}
+	if env.Payload == nil {
+		return false
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(body, &members) != nil {
+		return false
+	}
+	for name := range members {
+		if !envelopeMembers[name] {
+			return false
+		}
+	}
+	return true
 }
 
 // decodePayload decodes and validates a command's payload; a failure

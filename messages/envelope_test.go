@@ -3,6 +3,7 @@ package messages_test
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -317,4 +318,105 @@ func TestCatalogue_resource_names(t *testing.T) {
 	assert.Equal(t, "sandbox-commands-dlq", messages.DeadLetterQueue(messages.Sandbox))
 	assert.Equal(t, "sandbox-commands", messages.CommandTopic(messages.Sandbox))
 	assert.Equal(t, "sandbox-events", messages.EventTopic(messages.Sandbox))
+}
+
+func TestDecode_bare_payload_takes_type_id_and_correlation_from_attributes(t *testing.T) {
+	cmd, err := messages.Decode([]byte(`{"track_id":"track-A"}`), messages.Meta{
+		ID: "cmd-1", Type: string(messages.SandboxAllocate), CorrelationID: "corr-1",
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "cmd-1", cmd.ID)
+	assert.Equal(t, messages.SandboxAllocate, cmd.Type)
+	assert.Equal(t, "corr-1", cmd.CorrelationID)
+	assert.Equal(t, &messages.SandboxAllocatePayload{TrackID: "track-A", IdempotencyKey: "track-A"}, cmd.Payload)
+}
+
+func TestDecode_envelope_takes_correlation_from_attribute_when_body_has_none(t *testing.T) {
+	body := envelope(t, "cmd-1", messages.SandboxAllocate, map[string]any{"track_id": "track-A"})
+	cmd, err := messages.Decode(body, messages.Meta{CorrelationID: "corr-1"})
+	require.NoError(t, err)
+	assert.Equal(t, "corr-1", cmd.CorrelationID)
+}
+
+func TestDecode_bare_empty_payload_is_a_sweep(t *testing.T) {
+	cmd, err := messages.Decode([]byte(`{}`), messages.Meta{ID: "m-1", Type: string(messages.SandboxExpire)})
+	require.NoError(t, err)
+	assert.Equal(t, &messages.SandboxExpirePayload{}, cmd.Payload)
+}
+
+func TestDecode_rejects_bad_bare_payloads_naming_the_problem(t *testing.T) {
+	allocate := string(messages.SandboxAllocate)
+	tests := []struct {
+		Name       string
+		Body       string
+		Type       string
+		WantField  string
+		WantReason string
+	}{
+		{Name: "no_type_attribute", Body: `{"track_id":"track-A"}`, WantField: "type", WantReason: "no type attribute"},
+		{Name: "unknown_type", Body: `{"track_id":"track-A"}`, Type: "sandbox.teleport", WantField: "type", WantReason: `unknown command type "sandbox.teleport"`},
+		{Name: "bad_json", Body: `{"track_id":`, Type: allocate, WantField: "body", WantReason: "not a JSON object"},
+		{Name: "not_an_object", Body: `"track-A"`, Type: allocate, WantField: "body", WantReason: "not a JSON object"},
+		{Name: "missing_field", Body: `{}`, Type: allocate, WantField: "track_id", WantReason: "sandbox.allocate: invalid track_id: required"},
+		{Name: "wrong_field_type", Body: `{"track_id":42}`, Type: allocate, WantField: "track_id", WantReason: "want a string, got number"},
+		{Name: "unknown_field", Body: `{"track_id":"t","owner":"me"}`, Type: allocate, WantField: "owner", WantReason: `unknown field "owner"`},
+		{Name: "oversized_field", Body: `{"track_id":"` + strings.Repeat("a", 300) + `"}`, Type: allocate, WantField: "track_id", WantReason: "at most 256"},
+		{Name: "envelope_member_beside_payload_fields", Body: `{"id":"x","track_id":"t"}`, Type: allocate, WantField: "id", WantReason: `unknown field "id"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.Name, func(t *testing.T) {
+			_, err := messages.Decode([]byte(tc.Body), messages.Meta{ID: "m-1", Type: tc.Type})
+			requireInvalid(t, err, tc.WantField)
+			assert.Contains(t, err.Error(), tc.WantReason)
+		})
+	}
+}
+
+func TestDecode_bare_timer_create_keeps_its_own_payload_field(t *testing.T) {
+	body := `{"timer_id":"t-1","execute_at":"2030-01-02T03:04:05Z","callback":"http://127.0.0.1:9/hook","payload":{"k":"v"}}`
+	cmd, err := messages.Decode([]byte(body), messages.Meta{ID: "m-1", Type: string(messages.TimerCreate)})
+	require.NoError(t, err)
+	p := cmd.Payload.(*messages.TimerCreatePayload)
+	assert.Equal(t, "t-1", p.TimerID)
+	assert.JSONEq(t, `{"k":"v"}`, string(p.Payload))
+}
+
+func TestDecode_schema_version(t *testing.T) {
+	for _, tc := range []struct {
+		Name    string
+		Schema  string
+		WantErr bool
+	}{
+		{Name: "absent_reads_as_current", Schema: ""},
+		{Name: "current", Schema: `,"schema":1`},
+		{Name: "unknown_future_version", Schema: `,"schema":99`, WantErr: true},
+		{Name: "negative", Schema: `,"schema":-1`, WantErr: true},
+	} {
+		t.Run(tc.Name, func(t *testing.T) {
+			body := `{"id":"cmd-1","type":"sandbox.allocate","payload":{"track_id":"t"}` + tc.Schema + `}`
+			_, err := messages.Decode([]byte(body), messages.Meta{})
+			if !tc.WantErr {
+				require.NoError(t, err)
+				return
+			}
+			requireInvalid(t, err, "schema")
+			assert.Contains(t, err.Error(), "unknown")
+		})
+	}
+}
+
+// A body with a "type" member is read as an envelope: a command payload
+// with a field of that name would be misread.
+func TestCatalogue_no_command_payload_has_a_type_field(t *testing.T) {
+	for _, d := range messages.Domains() {
+		for _, typ := range messages.Commands(d) {
+			p, ok := messages.NewCommandPayload(typ)
+			require.True(t, ok)
+			st := reflect.TypeOf(p).Elem()
+			for i := 0; i < st.NumField(); i++ {
+				name, _, _ := strings.Cut(st.Field(i).Tag.Get("json"), ",")
+				assert.NotEqual(t, "type", name, "%s has a field named type", typ)
+			}
+		}
+	}
 }
