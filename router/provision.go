@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
@@ -144,4 +145,69 @@ func QueueARN(ctx context.Context, sqsc *sqs.Client, url string) (string, error)
 		return "", fmt.Errorf("read ARN of %s: %w", url, err)
 	}
 	return out.Attributes[string(sqstypes.QueueAttributeNameQueueArn)], nil
+}
+
+// Deprovision deletes what Provision creates, found by the same names
+// (Stack.Topics and Stack.Queues): every subscription of the stack's
+// topics (the command queues' and any tap's), the topics, the command
+// queues and their DLQs. What is already gone is skipped, so it can
+// finish an interrupted run.
+func Deprovision(ctx context.Context, sqsc *sqs.Client, snsc *sns.Client, stack Stack) error {
+	// Topics are deleted by ARN, whose account part only the listing gives
+	// without an STS call.
+	arns := map[string]string{}
+	pages := sns.NewListTopicsPaginator(snsc, &sns.ListTopicsInput{})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("list topics: %w", err)
+		}
+		for _, t := range page.Topics {
+			arn := aws.ToString(t.TopicArn)
+			arns[arn[strings.LastIndex(arn, ":")+1:]] = arn
+		}
+	}
+	var errs []error
+	for _, name := range stack.Topics() {
+		arn, ok := arns[name]
+		if !ok {
+			continue
+		}
+		// DeleteTopic drops the subscriptions on AWS; not every emulator
+		// does, so they go first, explicitly.
+		subs := sns.NewListSubscriptionsByTopicPaginator(snsc, &sns.ListSubscriptionsByTopicInput{TopicArn: aws.String(arn)})
+		for subs.HasMorePages() {
+			page, err := subs.NextPage(ctx)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("list subscriptions of %s: %w", name, err))
+				break
+			}
+			for _, s := range page.Subscriptions {
+				// A pending confirmation has no ARN to unsubscribe.
+				if sub := aws.ToString(s.SubscriptionArn); strings.HasPrefix(sub, "arn:") {
+					if _, err := snsc.Unsubscribe(ctx, &sns.UnsubscribeInput{SubscriptionArn: aws.String(sub)}); err != nil {
+						errs = append(errs, fmt.Errorf("unsubscribe %s: %w", sub, err))
+					}
+				}
+			}
+		}
+		if _, err := snsc.DeleteTopic(ctx, &sns.DeleteTopicInput{TopicArn: aws.String(arn)}); err != nil {
+			errs = append(errs, fmt.Errorf("delete topic %s: %w", name, err))
+		}
+	}
+	for _, name := range stack.Queues() {
+		got, err := sqsc.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+		var missing *sqstypes.QueueDoesNotExist
+		switch {
+		case errors.As(err, &missing):
+			continue
+		case err != nil:
+			errs = append(errs, fmt.Errorf("look up queue %s: %w", name, err))
+			continue
+		}
+		if _, err := sqsc.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: got.QueueUrl}); err != nil {
+			errs = append(errs, fmt.Errorf("delete queue %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
 }

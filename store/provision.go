@@ -114,3 +114,46 @@ func createTableInput(name string, t Table) *dynamodb.CreateTableInput {
 	}
 	return in
 }
+
+// Deprovision deletes every table of Tables in the stack named by prefix —
+// the list Provision reads, so nothing it creates is forgotten — and waits
+// until each is gone. A table already missing is skipped, so running it
+// again, or after an interrupted Provision, finishes the job.
+func Deprovision(ctx context.Context, db *dynamodb.Client, prefix string) error {
+	names := make([]string, 0, len(Tables))
+	for _, t := range Tables {
+		names = append(names, TableName(prefix, t))
+	}
+	return deleteTables(ctx, db, names...)
+}
+
+// DeprovisionTable deletes one table and waits until it is gone; the
+// counterpart of ProvisionTable.
+func DeprovisionTable(ctx context.Context, db *dynamodb.Client, name string) error {
+	return deleteTables(ctx, db, name)
+}
+
+// deleteTables asks for every deletion first and only then waits, so the
+// tables are deleted side by side where deletion takes time (AWS).
+func deleteTables(ctx context.Context, db *dynamodb.Client, names ...string) error {
+	var errs []error
+	var deleting []string
+	for _, name := range names {
+		_, err := db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+		var missing *types.ResourceNotFoundException
+		switch {
+		case errors.As(err, &missing):
+		case err != nil:
+			errs = append(errs, fmt.Errorf("delete table %s: %w", name, err))
+		default:
+			deleting = append(deleting, name)
+		}
+	}
+	waiter := dynamodb.NewTableNotExistsWaiter(db, func(o *dynamodb.TableNotExistsWaiterOptions) { o.MinDelay = 200 * time.Millisecond })
+	for _, name := range deleting {
+		if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 2*time.Minute); err != nil {
+			errs = append(errs, fmt.Errorf("wait for table %s to be deleted: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

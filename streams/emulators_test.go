@@ -2,7 +2,9 @@ package streams_test
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
-	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"transit/internal/emulator"
@@ -21,7 +23,8 @@ import (
 )
 
 // The emulators start on first use, once for the package, so the unit
-// tests run without them; TestMain stops whatever was started.
+// tests run without them; TestMain stops whatever was started. With
+// TRANSIT_TEST_ENDPOINT the tests use that emulator instead and start none.
 var (
 	ddbLocalOnce sync.Once
 	ddbLocal     *emulator.DynamoDBLocal
@@ -31,8 +34,43 @@ var (
 	motoErr      error
 )
 
+// names hands out the prefixes of the tables the tests create.
+var names emulator.TestNames
+
 func TestMain(m *testing.M) {
+	if url := emulator.Endpoint(); url != "" {
+		if _, err := emulator.Probe(context.Background(), url); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", emulator.EndpointVariable, err)
+			os.Exit(1)
+		}
+		emulators = []backend{{Name: "endpoint", URL: func(*testing.T) string { return url }}}
+	}
 	code := m.Run()
+	// Every test deletes the tables it made; one left would stay on a
+	// user's emulator.
+	var urls []string
+	switch {
+	case emulator.Endpoint() != "":
+		urls = append(urls, emulator.Endpoint())
+	default:
+		if ddbLocal != nil {
+			urls = append(urls, ddbLocal.URL)
+		}
+		if motoServer != nil {
+			urls = append(urls, motoServer.URL)
+		}
+	}
+	for _, url := range urls {
+		db, _ := clients(url)
+		left, err := names.LeftoverTables(context.Background(), db)
+		if err == nil && len(left) > 0 {
+			err = fmt.Errorf("the tests left %d tables behind:\n  %s", len(left), strings.Join(left, "\n  "))
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "check for leftovers on %s: %v\n", url, err)
+			code = max(code, 1)
+		}
+	}
 	if ddbLocal != nil {
 		ddbLocal.Stop()
 	}
@@ -69,12 +107,16 @@ func motoURL(t *testing.T) string {
 	return motoServer.URL
 }
 
-// emulators are the backends every integration test runs against, in the
-// same way: one suite, every implementation.
-var emulators = []struct {
+// backend is one DynamoDB the integration tests run against.
+type backend struct {
 	Name string
 	URL  func(*testing.T) string
-}{
+}
+
+// emulators are the backends every integration test runs against, in the
+// same way (one suite, every implementation): both emulators, or the
+// user's own (TRANSIT_TEST_ENDPOINT).
+var emulators = []backend{
 	{Name: "dynamodb_local", URL: dynamoDBLocalURL},
 	{Name: "moto", URL: motoURL},
 }
@@ -86,8 +128,6 @@ func clients(url string) (*dynamodb.Client, *dynamodbstreams.Client) {
 	return db, st
 }
 
-func uniqueName(prefix string) string { return prefix + "-" + uuid.NewString()[:8] }
-
 // itemsTable is a table like transit's own: pk/sk strings and a stream
 // with both images.
 var itemsTable = store.Table{
@@ -97,11 +137,21 @@ var itemsTable = store.Table{
 	Stream:       types.StreamViewTypeNewAndOldImages,
 }
 
-// provision creates a fresh items table and lease table, named uniquely.
+// provision creates a fresh items table and lease table, named under a
+// test prefix, and deletes them when the test ends.
 func provision(t *testing.T, db *dynamodb.Client) (table, leases string) {
 	t.Helper()
 	ctx := context.Background()
-	table, leases = uniqueName("items"), uniqueName("leases")
+	prefix := names.Prefix()
+	table, leases = prefix+"-items", prefix+"-leases"
+	// Registered before creating, so a table made before a failure goes
+	// too; it runs after the test's subscribers have closed.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		assert.NoError(t, store.DeprovisionTable(ctx, db, table))
+		assert.NoError(t, store.DeprovisionTable(ctx, db, leases))
+	})
 	require.NoError(t, store.ProvisionTable(ctx, db, table, itemsTable))
 	require.NoError(t, store.ProvisionTable(ctx, db, leases, store.StreamLeases))
 	return table, leases

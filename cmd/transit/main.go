@@ -20,6 +20,7 @@ type subcommand struct {
 var subcommands = map[string]subcommand{
 	"serve":         {"serve                       consume commands until SIGTERM, then drain", runServe},
 	"provision":     {"provision                   create tables, queues, DLQs, topics and subscriptions (idempotent)", runProvision},
+	"deprovision":   {"deprovision --yes           delete the stack --prefix names: tables, queues, topics, subscriptions", runDeprovision},
 	"send":          {"send TYPE [--json J | --FIELD V ...] [--wait]   send a command; --wait prints its event", runSend},
 	"watch":         {"watch [--domain D,…] [--type T] [--count N] [--timeout T]   print events as they are published", runWatch},
 	"dlq":           {"dlq list|redrive [--domain D]   show or move back dead-lettered commands", runDLQ},
@@ -48,7 +49,7 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: transit SUBCOMMAND [flags]   (each subcommand takes -h)")
-	for _, name := range []string{"serve", "provision", "send", "watch", "dlq", "query", "provider-stub", "bench", "schema"} {
+	for _, name := range []string{"serve", "provision", "deprovision", "send", "watch", "dlq", "query", "provider-stub", "bench", "schema"} {
 		fmt.Fprintln(os.Stderr, "  "+subcommands[name].usage)
 	}
 }

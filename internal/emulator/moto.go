@@ -1,5 +1,7 @@
 // Package emulator starts a local AWS emulator (moto server) for tests,
-// `make run` and benchmarks, so none of them needs anything started by hand.
+// `make run` and benchmarks, so none of them needs anything started by hand;
+// or, for the tests, finds the one the user runs (TRANSIT_TEST_ENDPOINT),
+// and names test stacks so that what a run leaves behind can be found.
 package emulator
 
 import (
