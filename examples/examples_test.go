@@ -23,7 +23,9 @@ import (
 )
 
 var (
-	motoURL string
+	// endpoint serves every AWS API: TRANSIT_TEST_ENDPOINT, else a moto
+	// server started here.
+	endpoint string
 	// transitBin is built once from this tree: the examples are checked
 	// against the code they ship with.
 	transitBin string
@@ -35,13 +37,16 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	ctx := context.Background()
-	moto, err := emulator.StartMoto(ctx, os.Getenv("TRANSIT_TEST_MOTO_LOG"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "the examples' test needs moto server:", err)
-		return 1
+	endpoint = emulator.Endpoint()
+	if endpoint == "" {
+		moto, err := emulator.StartMoto(ctx, os.Getenv("TRANSIT_TEST_MOTO_LOG"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "the examples' test needs moto server:", err)
+			return 1
+		}
+		defer moto.Stop()
+		endpoint = moto.URL
 	}
-	defer moto.Stop()
-	motoURL = moto.URL
 	dir, err := os.MkdirTemp("", "transit-examples-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -134,9 +139,9 @@ func TestExamples_fail_when_no_event_comes(t *testing.T) {
 	}
 }
 
-// provision creates a stack of its own on moto and returns the
-// environment of its producers: only the AWS settings given here, none
-// the caller may have set.
+// provision creates a stack of its own, deleted when the test ends, and
+// returns the environment of its producers: only the AWS settings given
+// here, none the caller may have set.
 func provision(t *testing.T) []string {
 	t.Helper()
 	var env []string
@@ -146,15 +151,23 @@ func provision(t *testing.T) []string {
 		}
 	}
 	env = append(env,
-		"AWS_ENDPOINT_URL="+motoURL, "AWS_REGION=us-east-1",
+		"AWS_ENDPOINT_URL="+endpoint, "AWS_REGION=us-east-1",
 		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
-		"TRANSIT_PREFIX=ex"+uuid.NewString()[:8],
+		"TRANSIT_PREFIX="+emulator.TestPrefix+uuid.NewString()[:8],
 	)
-	cmd := exec.Command(transitBin, "provision")
+	transit(t, env, "provision")
+	// Registered before serve's clean-up, so it runs after serve stopped.
+	t.Cleanup(func() { transit(t, env, "deprovision", "--yes") })
+	return env
+}
+
+// transit runs a transit subcommand to completion.
+func transit(t *testing.T, env []string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(transitBin, args...)
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "transit provision:\n%s", out)
-	return env
+	require.NoError(t, err, "transit %s:\n%s", strings.Join(args, " "), out)
 }
 
 // serve runs `transit serve` on the stack until the test ends; a serve

@@ -49,26 +49,36 @@ func (c *heldReceives) Do(r *http.Request) (*http.Response, error) {
 	return c.next.Do(r)
 }
 
-// motoQueue starts a moto server and creates a queue on it whose messages
-// stay invisible for 30 s once received.
+// motoQueue creates a queue, deleted when the test ends, whose messages
+// stay invisible for 30 s once received: on TRANSIT_TEST_ENDPOINT when it
+// is set, else on a moto server of the test's own.
 func motoQueue(t *testing.T, httpClient sqs.HTTPClient) (client *sqs.Client, name, url string) {
 	t.Helper()
-	moto, err := emulator.StartMoto(context.Background(), "")
-	require.NoError(t, err)
-	t.Cleanup(moto.Stop)
+	endpoint := emulator.Endpoint()
+	if endpoint == "" {
+		moto, err := emulator.StartMoto(context.Background(), "")
+		require.NoError(t, err)
+		t.Cleanup(moto.Stop)
+		endpoint = moto.URL
+	}
 	client = sqs.New(sqs.Options{
 		Region:       "us-east-1",
-		BaseEndpoint: aws.String(moto.URL),
+		BaseEndpoint: aws.String(endpoint),
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
 		HTTPClient:   httpClient,
 	})
-	name = "sub-" + uuid.NewString()[:8]
+	name = emulator.TestPrefix + uuid.NewString()[:8]
 	created, err := client.CreateQueue(context.Background(), &sqs.CreateQueueInput{
 		QueueName:  aws.String(name),
 		Attributes: map[string]string{string(types.QueueAttributeNameVisibilityTimeout): "30"},
 	})
 	require.NoError(t, err)
-	return client, name, aws.ToString(created.QueueUrl)
+	url = aws.ToString(created.QueueUrl)
+	t.Cleanup(func() {
+		_, err := client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
+		assert.NoError(t, err, "delete queue %s", name)
+	})
+	return client, name, url
 }
 
 func sendMessages(t *testing.T, client *sqs.Client, url, tag string, n int) {

@@ -201,7 +201,7 @@ func TestPoison_goes_to_the_DLQ_and_the_queue_keeps_flowing(t *testing.T) {
 		{Name: "unknown_field", Body: envelope(messages.SandboxAllocate, `{"track_id":"t","status":"available"}`), Reason: `unknown field "status"`},
 		{Name: "injection_shaped_sandbox_id", Body: envelope(messages.SandboxMarkDeletion, `{"sandbox_id":"x) OR attribute_exists(PK","track_id":"t"}`), Reason: "invalid sandbox_id"},
 		{Name: "injection_shaped_track_id", Body: envelope(messages.SandboxAllocate, `{"track_id":"t, #status = :available"}`), Reason: "invalid track_id"},
-		{Name: "oversized_field", Body: envelope(messages.SandboxAllocate, fmt.Sprintf(`{"track_id":%q}`, strings.Repeat("a", 64*1024))), Reason: "65536 bytes, at most 256"},
+		{Name: "oversized_field", Body: envelope(messages.SandboxAllocate, fmt.Sprintf(`{"track_id":%q}`, strings.Repeat("a", 64*1024))), Reason: "65536 characters, at most 256"},
 		{Name: "type_attribute_disagrees", Body: envelope(messages.SandboxAllocate, `{"track_id":"t"}`), Attrs: map[string]string{messages.TypeAttribute: "sandbox.sync"}, Reason: "disagrees"},
 		{Name: "largest_envelope", Body: envelope(messages.SandboxAllocate, `{"track_id":""}`), Attrs: full, Reason: "invalid track_id"},
 	}

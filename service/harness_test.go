@@ -170,7 +170,7 @@ func checkLeftovers(ctx context.Context) error {
 // TestMain runs only these unless -run says otherwise, and newStack skips
 // any other test that runs all the same; a new test that is safe is added
 // here.
-var motoSafe = regexp.MustCompile(`^(TestSandbox_transitions|TestSandbox_crash|TestPoison|TestProvision_twice|TestDLQ_redrive|TestLayers)`)
+var motoSafe = regexp.MustCompile(`^(TestSandbox_transitions|TestSandbox_crash|TestPoison|TestProvision_twice|TestDLQ_redrive|TestLayers|TestWireForms)`)
 
 // needMoto returns the moto server's URL to a test that uses what only moto
 // offers (its /moto-api/, e.g. a reset), and skips the test, saying why,
