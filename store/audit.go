@@ -213,7 +213,7 @@ func (s *Store) transact(ctx context.Context, items []types.TransactWriteItem) e
 	for i, r := range reasons {
 		switch code := aws.ToString(r.Code); code {
 		case "ConditionalCheckFailed", "TransactionConflict":
-			return &conflictError{item: i, raced: code == "TransactionConflict"}
+			return &conflictError{item: i, raced: code == "TransactionConflict", current: r.Item}
 		}
 	}
 	return err
@@ -228,6 +228,9 @@ var errConflict = errors.New("state changed concurrently")
 type conflictError struct {
 	item  int
 	raced bool
+	// current is the item as the failed condition saw it, when the write
+	// asked for it (ReturnValuesOnConditionCheckFailure); nil if absent.
+	current map[string]types.AttributeValue
 }
 
 func (e *conflictError) Error() string        { return fmt.Sprintf("%v (item %d)", errConflict, e.item) }

@@ -7,26 +7,28 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
 
+	"transit/machine"
 	"transit/messages"
 )
 
-// Sandbox statuses (docs/sandbox.md).
+// Sandbox statuses, the states of machine.Sandbox (docs/sandbox.md).
 const (
-	StatusAvailable       = "available"
-	StatusAllocated       = "allocated"
-	StatusPendingDeletion = "pending_deletion"
-	StatusStale           = "stale"
+	StatusAvailable       = machine.SandboxAvailable
+	StatusAllocated       = machine.SandboxAllocated
+	StatusPendingDeletion = machine.SandboxPendingDeletion
+	StatusStale           = machine.SandboxStale
 	// StatusDeleted is never stored: it marks the last snapshot of a
 	// sandbox the provider deleted, as recorded in the audit table.
-	StatusDeleted = "deleted"
+	StatusDeleted = machine.Deleted
 )
 
 // SandboxStatuses lists every status, the partitions of StatusIndex.
-var SandboxStatuses = []string{StatusAvailable, StatusAllocated, StatusPendingDeletion, StatusStale}
+var SandboxStatuses = machine.Sandbox.States
 
 // Sandbox is a SandboxPool item: one lab sandbox of the pool.
 type Sandbox struct {
@@ -117,7 +119,7 @@ func (s *Store) Allocate(ctx context.Context, cmd Cmd, trackID, idempotencyKey s
 	} else if ok {
 		return s.recordExisting(ctx, cmd, existing)
 	}
-	now := cmd.At.Unix()
+	in := machine.SandboxInput{Now: cmd.At.Unix(), TrackID: trackID, IdempotencyKey: idempotencyKey}
 	for round := 0; round < allocateRounds; round++ {
 		candidates, err := s.queryStatus(ctx, StatusAvailable, nil, candidatesPerQuery)
 		if err != nil {
@@ -132,21 +134,14 @@ func (s *Store) Allocate(ctx context.Context, cmd Cmd, trackID, idempotencyKey s
 		// rarely collide on the same item.
 		rand.Shuffle(len(candidates), func(i, j int) { candidates[i], candidates[j] = candidates[j], candidates[i] })
 		for _, c := range candidates {
-			sb := c
-			sb.Status = StatusAllocated
-			sb.AllocatedToTrack = trackID
-			sb.IdempotencyKey = idempotencyKey
-			sb.AllocatedAt = now
-			sb.UpdatedAt = now
-			update := expression.Set(expression.Name("status"), expression.Value(StatusAllocated)).
-				Set(expression.Name("allocated_to_track"), expression.Value(trackID)).
-				Set(expression.Name("allocated_at"), expression.Value(now)).
-				Set(expression.Name("idempotency_key"), expression.Value(idempotencyKey)).
-				Set(expression.Name("updated_at"), expression.Value(now))
-			cond := expression.AttributeExists(expression.Name("PK")).
-				And(expression.Name("status").Equal(expression.Value(StatusAvailable)))
-			err := s.transition(ctx, cmd, c.SandboxID, update, cond, sb, &sb)
-			if errors.Is(err, errConflict) {
+			read, err := rawItem(c)
+			if err != nil {
+				return Sandbox{}, err
+			}
+			var sb Sandbox
+			out, err := write(ctx, s, cmd, s.sandboxStep(machine.SandboxAllocate, c.SandboxID, in), read, &sb)
+			if errors.Is(err, errStale) || err == nil && !out.Applies() {
+				// Another allocator took it since the index was read.
 				continue
 			}
 			if err != nil {
@@ -192,93 +187,34 @@ func (s *Store) recordExisting(ctx context.Context, cmd Cmd, sb Sandbox) (Sandbo
 }
 
 // MarkDeletion releases a sandbox on its owner's request, within the lab
-// window: the owner-and-window condition. A refusal is a *Rejection
+// window: the seed's owner-and-window condition. A refusal is a *Rejection
 // with reason not_found, wrong_state, not_owner or expired.
 func (s *Store) MarkDeletion(ctx context.Context, cmd Cmd, sandboxID, trackID string) (Sandbox, error) {
-	now := cmd.At.Unix()
-	for round := 0; round < allocateRounds; round++ {
-		sb, found, err := s.GetSandbox(ctx, sandboxID)
-		if err != nil {
-			return Sandbox{}, fmt.Errorf("mark %s for deletion: %w", sandboxID, err)
-		}
-		if reason := deletionRefusal(sb, found, trackID, now); reason != "" {
-			var replayed Sandbox
-			err := s.recordRejection(ctx, cmd, sandboxEntity(sandboxID), &Rejection{Reason: reason, At: cmd.At}, &replayed)
-			return replayed, err
-		}
-		next, update := toPendingDeletion(sb, now)
-		cond := expression.AttributeExists(expression.Name("PK")).
-			And(expression.Name("status").Equal(expression.Value(StatusAllocated))).
-			And(expression.Name("allocated_to_track").Equal(expression.Value(trackID))).
-			And(expression.Name("allocated_at").GreaterThan(expression.Value(now - sb.labSeconds()))).
-			And(expression.Name("lab_duration_hours").Equal(expression.Value(sb.LabDurationHours)))
-		err = s.transition(ctx, cmd, sandboxID, update, cond, next, &next)
-		if errors.Is(err, errConflict) {
-			continue
-		}
-		if err != nil {
-			return Sandbox{}, fmt.Errorf("mark %s for deletion: %w", sandboxID, err)
-		}
-		return next, nil
+	var next Sandbox
+	in := machine.SandboxInput{Now: cmd.At.Unix(), TrackID: trackID}
+	if err := apply(ctx, s, cmd, s.sandboxStep(machine.SandboxMarkDeletion, sandboxID, in), &next); err != nil {
+		return next, fmt.Errorf("mark %s for deletion: %w", sandboxID, err)
 	}
-	return Sandbox{}, fmt.Errorf("mark %s for deletion: %w", sandboxID, errConflict)
-}
-
-func deletionRefusal(sb Sandbox, found bool, trackID string, now int64) string {
-	switch {
-	case !found:
-		return messages.ReasonNotFound
-	case sb.Status != StatusAllocated:
-		return messages.ReasonWrongState
-	case sb.AllocatedToTrack != trackID:
-		return messages.ReasonNotOwner
-	case sb.ExpiresAt() <= now:
-		return messages.ReasonExpired
-	}
-	return ""
+	return next, nil
 }
 
 // Expire moves an allocation whose lab window has closed to
 // pending_deletion. A sandbox that is not (or no longer) an overdue
 // allocation is a *Rejection: nothing to do.
 func (s *Store) Expire(ctx context.Context, cmd Cmd, sandboxID string) (Sandbox, error) {
-	now := cmd.At.Unix()
-	sb, found, err := s.GetSandbox(ctx, sandboxID)
-	if err != nil {
-		return Sandbox{}, fmt.Errorf("expire %s: %w", sandboxID, err)
-	}
-	reason := ""
-	switch {
-	case !found:
-		reason = messages.ReasonNotFound
-	case sb.Status != StatusAllocated:
-		reason = messages.ReasonWrongState
-	case sb.ExpiresAt() > now:
-		reason = "not_due"
-	}
-	if reason != "" {
-		var replayed Sandbox
-		return replayed, s.recordRejection(ctx, cmd, sandboxEntity(sandboxID), &Rejection{Reason: reason, At: cmd.At}, &replayed)
-	}
-	next, update := toPendingDeletion(sb, now)
-	// The same allocation that was read: a release and re-allocation in
-	// between must not be expired.
-	cond := expression.Name("status").Equal(expression.Value(StatusAllocated)).
-		And(expression.Name("allocated_at").Equal(expression.Value(sb.AllocatedAt)))
-	if err := s.transition(ctx, cmd, sandboxID, update, cond, next, &next); err != nil {
-		return Sandbox{}, fmt.Errorf("expire %s: %w", sandboxID, err)
+	var next Sandbox
+	if err := apply(ctx, s, cmd, s.sandboxStep(machine.SandboxExpire, sandboxID, machine.SandboxInput{Now: cmd.At.Unix()}), &next); err != nil {
+		return next, fmt.Errorf("expire %s: %w", sandboxID, err)
 	}
 	return next, nil
 }
 
-// toPendingDeletion is sb released at now, and the update that releases it.
-func toPendingDeletion(sb Sandbox, now int64) (Sandbox, expression.UpdateBuilder) {
-	sb.Status = StatusPendingDeletion
-	sb.DeletionRequestedAt = now
-	sb.UpdatedAt = now
-	return sb, expression.Set(expression.Name("status"), expression.Value(StatusPendingDeletion)).
-		Set(expression.Name("deletion_requested_at"), expression.Value(now)).
-		Set(expression.Name("updated_at"), expression.Value(now))
+// sandboxStep is transition name of the sandbox sandboxID.
+func (s *Store) sandboxStep(name, sandboxID string, in machine.SandboxInput) step[machine.SandboxInput] {
+	return step[machine.SandboxInput]{
+		m: machine.Sandbox, t: machine.Sandbox.Transition(name), table: s.sandboxes,
+		key: sandboxKey(sandboxID), in: in, entity: sandboxEntity(sandboxID),
+	}
 }
 
 // OverdueAllocations lists allocations whose lab window has closed by now,
@@ -325,37 +261,31 @@ func (s *Store) PendingCleanup(ctx context.Context, cmd Cmd, sandboxID string) (
 // Deleted removes a sandbox the provider has deleted. The returned
 // snapshot has status StatusDeleted.
 func (s *Store) Deleted(ctx context.Context, cmd Cmd, sb Sandbox) (Sandbox, error) {
-	sb.Status = StatusDeleted
-	sb.UpdatedAt = cmd.At.Unix()
-	del, err := deleteIn(s.sandboxes, sandboxKey(sb.SandboxID), expression.Name("status").Equal(expression.Value(StatusPendingDeletion)))
-	if err != nil {
-		return Sandbox{}, err
-	}
-	put, err := s.newAuditPut(cmd, sandboxEntity(sb.SandboxID), Applied, "", sb)
-	if err != nil {
-		return Sandbox{}, err
-	}
-	if err := s.settle(ctx, cmd, []types.TransactWriteItem{del, put}, &sb); err != nil {
-		return Sandbox{}, fmt.Errorf("delete %s: %w", sb.SandboxID, err)
-	}
-	return sb, nil
+	return s.afterCleanup(ctx, cmd, sb, machine.SandboxDelete, "")
 }
 
 // DeletionFailed counts a failed provider deletion; the sandbox stays
 // pending_deletion for the next cleanup.
 func (s *Store) DeletionFailed(ctx context.Context, cmd Cmd, sb Sandbox, reason string) (Sandbox, error) {
-	now := cmd.At.Unix()
-	next := sb
-	next.DeletionRetryCount++
-	next.UpdatedAt = now
-	next.LastDeletionError = reason
-	update := expression.Set(expression.Name("deletion_retry_count"), expression.Value(next.DeletionRetryCount)).
-		Set(expression.Name("last_deletion_error"), expression.Value(reason)).
-		Set(expression.Name("updated_at"), expression.Value(now))
-	cond := expression.Name("status").Equal(expression.Value(StatusPendingDeletion)).
-		And(expression.Name("deletion_retry_count").Equal(expression.Value(sb.DeletionRetryCount)))
-	if err := s.transition(ctx, cmd, sb.SandboxID, update, cond, next, &next); err != nil {
-		return Sandbox{}, fmt.Errorf("count failed deletion of %s: %w", sb.SandboxID, err)
+	return s.afterCleanup(ctx, cmd, sb, machine.SandboxDeletionFailed, reason)
+}
+
+// afterCleanup records the provider's answer on the sandbox as it was
+// read before the provider was asked. If the sandbox changed meanwhile
+// the outcome is the rejection that change gives.
+func (s *Store) afterCleanup(ctx context.Context, cmd Cmd, sb Sandbox, transition, providerError string) (Sandbox, error) {
+	read, err := rawItem(sb)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	var next Sandbox
+	st := s.sandboxStep(transition, sb.SandboxID, machine.SandboxInput{Now: cmd.At.Unix(), Error: providerError})
+	out, err := write(ctx, s, cmd, st, read, &next)
+	if err == nil && !out.Applies() {
+		err = s.recordRejection(ctx, cmd, st.entity, &Rejection{Reason: out.Reason, At: cmd.At}, &next)
+	}
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("%s %s: %w", transition, sb.SandboxID, err)
 	}
 	return next, nil
 }
@@ -410,30 +340,27 @@ func (s *Store) Sync(ctx context.Context, cmd Cmd, inventory []messages.Inventor
 		if _, ok := known[it.ExternalID]; ok {
 			continue
 		}
-		id := SandboxIDFor(it.ExternalID)
-		sb := Sandbox{PK: "SBX#" + id, SK: "META", SandboxID: id, Name: it.Name, ExternalID: it.ExternalID,
-			Status: StatusAvailable, LabDurationHours: it.LabDurationHours, CreatedAt: now, UpdatedAt: now, LastSynced: now}
-		put, err := putIn(s.sandboxes, sb, expression.AttributeNotExists(expression.Name("PK")))
+		in := machine.SandboxInput{Now: now, Listed: it, SandboxID: SandboxIDFor(it.ExternalID)}
+		sb, item, err := s.syncStep(machine.SandboxAdd, in, nil)
 		if err != nil {
-			return SyncResult{}, fmt.Errorf("sync: %w", err)
-		}
-		items = append(items, put)
-		res.Added = append(res.Added, sb)
-	}
-	for _, sb := range known {
-		if listed[sb.ExternalID] || (sb.Status != StatusAvailable && sb.Status != StatusAllocated) {
-			continue
-		}
-		update := expression.Set(expression.Name("status"), expression.Value(StatusStale)).
-			Set(expression.Name("updated_at"), expression.Value(now))
-		cond := expression.Name("status").Equal(expression.Value(sb.Status))
-		item, err := s.updateItem(sb.SandboxID, update, cond)
-		if err != nil {
-			return SyncResult{}, fmt.Errorf("sync: %w", err)
+			return SyncResult{}, err
 		}
 		items = append(items, item)
-		sb.Status = StatusStale
-		sb.UpdatedAt = now
+		res.Added = append(res.Added, sb)
+	}
+	for _, known := range known {
+		if listed[known.ExternalID] || (known.Status != StatusAvailable && known.Status != StatusAllocated) {
+			continue
+		}
+		read, err := rawItem(known)
+		if err != nil {
+			return SyncResult{}, err
+		}
+		sb, item, err := s.syncStep(machine.SandboxMarkStale, machine.SandboxInput{Now: now, SandboxID: known.SandboxID}, read)
+		if err != nil {
+			return SyncResult{}, err
+		}
+		items = append(items, item)
 		res.Staled = append(res.Staled, sb)
 	}
 	if len(items) > maxSyncChanges {
@@ -447,6 +374,25 @@ func (s *Store) Sync(ctx context.Context, cmd Cmd, inventory []messages.Inventor
 		return SyncResult{}, fmt.Errorf("sync: %w", err)
 	}
 	return res, nil
+}
+
+// syncStep is one sandbox's transition in a sync's transaction, and the
+// sandbox after it.
+func (s *Store) syncStep(transition string, in machine.SandboxInput, read machine.Item) (Sandbox, types.TransactWriteItem, error) {
+	st := s.sandboxStep(transition, in.SandboxID, in)
+	out := st.m.Decide(st.t, read, read, in)
+	var sb Sandbox
+	if !out.Applies() {
+		return sb, types.TransactWriteItem{}, fmt.Errorf("sync: %s of %s: %s", transition, in.SandboxID, out.Reason)
+	}
+	if err := attributevalue.UnmarshalMap(out.Next, &sb); err != nil {
+		return sb, types.TransactWriteItem{}, fmt.Errorf("sync: decode %s: %w", in.SandboxID, err)
+	}
+	item, err := transitionWrite(st, read, out.Next)
+	if err != nil {
+		return sb, types.TransactWriteItem{}, fmt.Errorf("sync: %w", err)
+	}
+	return sb, item, nil
 }
 
 // GetSandbox reads one sandbox with a strongly consistent read.
@@ -481,20 +427,6 @@ func (s *Store) TrackSandboxes(ctx context.Context, trackID string) ([]Sandbox, 
 	return s.query(ctx, "TrackIndex", expression.Key("allocated_to_track").Equal(expression.Value(trackID)), nil, 0)
 }
 
-// transition applies update under cond to one sandbox together with the
-// command's audit item recording result. If the command was already
-// applied, the recorded result is decoded into out instead.
-func (s *Store) transition(ctx context.Context, cmd Cmd, sandboxID string, update expression.UpdateBuilder, cond expression.ConditionBuilder, result any, out any) error {
-	item, err := s.updateItem(sandboxID, update, cond)
-	if err != nil {
-		return err
-	}
-	put, err := s.newAuditPut(cmd, sandboxEntity(sandboxID), Applied, "", result)
-	if err != nil {
-		return err
-	}
-	return s.settle(ctx, cmd, []types.TransactWriteItem{item, put}, out)
-}
 
 // settle runs a transaction ending in the audit put and, when the command
 // turns out to be applied already, replays its recorded outcome into out.
@@ -506,9 +438,6 @@ func (s *Store) settle(ctx context.Context, cmd Cmd, items []types.TransactWrite
 	return err
 }
 
-func (s *Store) updateItem(sandboxID string, update expression.UpdateBuilder, cond expression.ConditionBuilder) (types.TransactWriteItem, error) {
-	return updateIn(s.sandboxes, sandboxKey(sandboxID), update, cond)
-}
 
 func (s *Store) queryStatus(ctx context.Context, status string, sortKey *expression.KeyConditionBuilder, limit int32) ([]Sandbox, error) {
 	kc := expression.Key("status").Equal(expression.Value(status))

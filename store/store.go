@@ -115,11 +115,15 @@ func deleteIn(table string, key map[string]types.AttributeValue, cond expression
 	}}, nil
 }
 
-// putIn is a transaction item putting item into table under cond.
+// putIn is a transaction item putting item (a struct, or an item as
+// DynamoDB stores it) into table under cond.
 func putIn(table string, item any, cond expression.ConditionBuilder) (types.TransactWriteItem, error) {
-	av, err := attributevalue.MarshalMap(item)
-	if err != nil {
-		return types.TransactWriteItem{}, fmt.Errorf("encode item for %s: %w", table, err)
+	av, raw := item.(map[string]types.AttributeValue)
+	if !raw {
+		var err error
+		if av, err = attributevalue.MarshalMap(item); err != nil {
+			return types.TransactWriteItem{}, fmt.Errorf("encode item for %s: %w", table, err)
+		}
 	}
 	expr, err := expression.NewBuilder().WithCondition(cond).Build()
 	if err != nil {

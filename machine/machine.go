@@ -1,0 +1,333 @@
+// Package machine declares each domain's state machine once, as data, and
+// derives from that one declaration everything that must agree with it:
+// the pure Decide the tests use as their model, the condition and update
+// expressions of the DynamoDB write, the rejection reason when DynamoDB
+// refuses the write (from the item it returns), and the state diagram in
+// the domain's documentation.
+//
+// A machine works on one item, seen as DynamoDB sees it: a map of
+// attribute values. Its state is one attribute (status, say); each
+// transition names the states it may start from, its guards in the order
+// their reasons take precedence, the state it leads to and the attributes
+// it sets. A guard compares one attribute with a value computed from the
+// command's input and the item as read; Decide evaluates the comparison
+// in Go, Condition hands the same comparison to DynamoDB.
+package machine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"transit/messages"
+)
+
+// Item is one DynamoDB item: attribute name to value. A nil Item is an
+// item that does not exist.
+type Item = map[string]types.AttributeValue
+
+// Absent is the state of an item that does not exist: a transition from
+// it creates the item, a transition to it deletes the item.
+const Absent = ""
+
+// Deleted is the state the snapshot of an item reports once a transition
+// has deleted it; no stored item is ever in it.
+const Deleted = "deleted"
+
+// Op is how a guard compares an attribute with its value.
+type Op int
+
+// The comparisons DynamoDB conditions offer that guards use.
+const (
+	Eq Op = iota
+	Lt
+	Le
+	Gt
+	Ge
+	Exists
+	NotExists
+)
+
+var opText = map[Op]string{Eq: "=", Lt: "<", Le: "<=", Gt: ">", Ge: ">=", Exists: "exists", NotExists: "not exists"}
+
+// Guard is one condition a transition needs besides its starting state.
+type Guard[In any] struct {
+	// Name says what the guard stands for in diagrams and tests ("owner").
+	Name string
+	// Reason is the rejection reason when the guard fails. Empty marks a
+	// pin: a value the transition read and relies on not having changed.
+	// A failed pin is no rejection: the item changed under the write, so
+	// it is read and decided again.
+	Reason string
+	Attr   string
+	Op     Op
+	// Value is what Attr is compared with, from the command's input and
+	// the item as read; unused by Exists and NotExists.
+	Value func(in In, read Item) any
+}
+
+// Assign sets one attribute of the next state.
+type Assign[In any] struct {
+	Attr  string
+	Value func(in In, read Item) any
+}
+
+// Transition is one way a command moves an item.
+type Transition[In any] struct {
+	// Name identifies the transition; a command whose outcome depends on
+	// something outside DynamoDB (a provider's answer) has one per outcome.
+	Name string
+	// Command is the command that takes it, and Doc says when, for the
+	// state diagram.
+	Command messages.Type
+	Doc     string
+	// From lists the states it may start from; Absent creates the item.
+	From   []string
+	Guards []Guard[In]
+	// To is the next state; Absent deletes the item.
+	To     string
+	Set    []Assign[In]
+	Remove []string
+	// Event is the event type the transition emits; Rejected, when set,
+	// the one a rejection emits.
+	Event    messages.Type
+	Rejected messages.Type
+}
+
+// Machine is one domain's state machine over the items of one table.
+type Machine[In any] struct {
+	Name string
+	// State is the attribute that holds the state; Key an attribute every
+	// existing item has (a key attribute).
+	State, Key  string
+	States      []string
+	Transitions []Transition[In]
+}
+
+// Transition returns the transition named name; it panics on a name the
+// machine does not declare, a programming error.
+func (m *Machine[In]) Transition(name string) *Transition[In] {
+	for i := range m.Transitions {
+		if m.Transitions[i].Name == name {
+			return &m.Transitions[i]
+		}
+	}
+	panic(fmt.Sprintf("machine %s: no transition %q", m.Name, name))
+}
+
+// Outcome is what Decide says of a command on an item.
+type Outcome struct {
+	// Reason is the rejection reason; empty when the transition applies.
+	Reason string
+	// Stale is true when only a pin failed: the item changed since it was
+	// read, so the decision must be made again on a fresh read.
+	Stale bool
+	// Next is the item after the transition (nil when it deletes it).
+	Next Item
+	// Event is the event emitted: the transition's, or its rejection's.
+	Event messages.Type
+}
+
+// Applies reports whether the transition applies.
+func (o Outcome) Applies() bool { return o.Reason == "" && !o.Stale }
+
+// Decide is the pure model of transition t on item, read as read (the
+// snapshot the input's values were computed from; item itself when the
+// decision is made on the item as it is). The order of the checks is the
+// order of precedence of the reasons: absence (not_found), state
+// (wrong_state), then each guard.
+func (m *Machine[In]) Decide(t *Transition[In], item, read Item, in In) Outcome {
+	if item == nil && !slices.Contains(t.From, Absent) {
+		return Outcome{Reason: messages.ReasonNotFound, Event: t.Rejected}
+	}
+	if !slices.Contains(t.From, m.stateOf(item)) {
+		return Outcome{Reason: messages.ReasonWrongState, Event: t.Rejected}
+	}
+	for _, g := range t.Guards {
+		if holds(g, item, in, read) {
+			continue
+		}
+		if g.Reason == "" {
+			return Outcome{Stale: true}
+		}
+		return Outcome{Reason: g.Reason, Event: t.Rejected}
+	}
+	return Outcome{Next: m.next(t, item, in, read), Event: t.Event}
+}
+
+func (m *Machine[In]) stateOf(item Item) string {
+	if item == nil {
+		return Absent
+	}
+	if s, ok := item[m.State].(*types.AttributeValueMemberS); ok {
+		return s.Value
+	}
+	return Absent
+}
+
+func (m *Machine[In]) next(t *Transition[In], item Item, in In, read Item) Item {
+	if t.To == Absent {
+		return nil
+	}
+	next := make(Item, len(item)+len(t.Set)+1)
+	for k, v := range item {
+		next[k] = v
+	}
+	next[m.State] = &types.AttributeValueMemberS{Value: t.To}
+	for _, a := range t.Set {
+		next[a.Attr] = marshal(a.Value(in, read))
+	}
+	for _, attr := range t.Remove {
+		delete(next, attr)
+	}
+	return next
+}
+
+// Condition is the DynamoDB condition of transition t: the item exists
+// (or not, for a creation), is in one of t's starting states, and every
+// guard holds, each with its value computed from in and read.
+func (m *Machine[In]) Condition(t *Transition[In], in In, read Item) expression.ConditionBuilder {
+	var conds []expression.ConditionBuilder
+	var states []string
+	for _, s := range t.From {
+		if s == Absent {
+			conds = append(conds, expression.AttributeNotExists(expression.Name(m.Key)))
+			continue
+		}
+		states = append(states, s)
+	}
+	if len(states) > 0 {
+		inState := expression.Name(m.State).Equal(expression.Value(states[0]))
+		if len(states) > 1 {
+			operands := make([]expression.OperandBuilder, len(states)-1)
+			for i, s := range states[1:] {
+				operands[i] = expression.Value(s)
+			}
+			inState = expression.Name(m.State).In(expression.Value(states[0]), operands...)
+		}
+		conds = append(conds, inState)
+	}
+	cond := conds[0]
+	if len(conds) > 1 {
+		// A creation that may also overwrite an item in a given state.
+		cond = expression.Or(conds[0], conds[1], conds[2:]...)
+	}
+	for _, g := range t.Guards {
+		cond = cond.And(guardCondition(g, in, read))
+	}
+	return cond
+}
+
+func guardCondition[In any](g Guard[In], in In, read Item) expression.ConditionBuilder {
+	name := expression.Name(g.Attr)
+	switch g.Op {
+	case Exists:
+		return expression.AttributeExists(name)
+	case NotExists:
+		return expression.AttributeNotExists(name)
+	}
+	v := expression.Value(g.Value(in, read))
+	switch g.Op {
+	case Lt:
+		return name.LessThan(v)
+	case Le:
+		return name.LessThanEqual(v)
+	case Gt:
+		return name.GreaterThan(v)
+	case Ge:
+		return name.GreaterThanEqual(v)
+	default:
+		return name.Equal(v)
+	}
+}
+
+// Update is the DynamoDB update of transition t (one that does not delete
+// its item): the new state and every assignment.
+func (m *Machine[In]) Update(t *Transition[In], in In, read Item) expression.UpdateBuilder {
+	update := expression.Set(expression.Name(m.State), expression.Value(t.To))
+	for _, a := range t.Set {
+		update = update.Set(expression.Name(a.Attr), expression.Value(a.Value(in, read)))
+	}
+	for _, attr := range t.Remove {
+		update = update.Remove(expression.Name(attr))
+	}
+	return update
+}
+
+// holds evaluates a guard as DynamoDB evaluates its condition: a
+// comparison with a missing attribute, or across types, is false.
+func holds[In any](g Guard[In], item Item, in In, read Item) bool {
+	got, ok := item[g.Attr]
+	switch g.Op {
+	case Exists:
+		return ok
+	case NotExists:
+		return !ok
+	}
+	if !ok {
+		return false
+	}
+	c, comparable := compare(got, marshal(g.Value(in, read)))
+	if !comparable {
+		return false
+	}
+	switch g.Op {
+	case Lt:
+		return c < 0
+	case Le:
+		return c <= 0
+	case Gt:
+		return c > 0
+	case Ge:
+		return c >= 0
+	default:
+		return c == 0
+	}
+}
+
+func marshal(v any) types.AttributeValue {
+	av, err := attributevalue.Marshal(v)
+	if err != nil {
+		// Guard and assignment values are strings and numbers of the
+		// declaration's own making.
+		panic(fmt.Sprintf("machine: cannot marshal %T: %v", v, err))
+	}
+	return av
+}
+
+// Mermaid is the machine's state diagram in Mermaid's stateDiagram-v2
+// syntax: one arrow per starting state of each transition, labelled with
+// its command, when it is taken, and the guards whose failure rejects it.
+func (m *Machine[In]) Mermaid() string {
+	var b strings.Builder
+	b.WriteString("stateDiagram-v2\n")
+	node := func(state string) string {
+		if state == Absent {
+			return "[*]"
+		}
+		return state
+	}
+	for _, t := range m.Transitions {
+		label := string(t.Command)
+		if t.Doc != "" {
+			label += ", " + t.Doc
+		}
+		var guards []string
+		for _, g := range t.Guards {
+			if g.Reason != "" {
+				guards = append(guards, g.Name+" else "+g.Reason)
+			}
+		}
+		if len(guards) > 0 {
+			label += " (" + strings.Join(guards, ", ") + ")"
+		}
+		for _, from := range t.From {
+			fmt.Fprintf(&b, "    %s --> %s: %s\n", node(from), node(t.To), label)
+		}
+	}
+	return b.String()
+}
