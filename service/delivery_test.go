@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -111,41 +110,24 @@ func TestSandbox_crash_between_write_and_publish(t *testing.T) {
 }
 
 // TestSandbox_concurrent_allocation: 50 allocations race for 10 sandboxes
-// through two consumers (two transit processes).
+// through two consumers (two transit processes). Their history is
+// linearizable (linearizability_test.go), and a specification with one
+// guard flipped rejects it: the check reads what the race did.
 func TestSandbox_concurrent_allocation(t *testing.T) {
 	s := newStack(t, func(c *config.Config) { c.Concurrency = 8 })
-	s.serve(service.ServeOptions{})
-	s.serve(service.ServeOptions{})
-	var external []string
-	for i := range 10 {
-		external = append(external, fmt.Sprintf("ext-%d", i))
-	}
-	s.sync(external...)
-
-	cmds := make([]string, 50)
-	var wg sync.WaitGroup
+	pool := s.racePool()
+	cmds := make([]allocInput, 50)
 	for i := range cmds {
-		cmds[i] = uuid.NewString()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.send(cmds[i], messages.SandboxAllocate, messages.SandboxAllocatePayload{TrackID: fmt.Sprintf("track-%02d", i)})
-		}()
+		cmds[i] = allocInput{Type: messages.SandboxAllocate, TrackID: fmt.Sprintf("track-%02d", i), CommandID: uuid.NewString()}
 	}
-	wg.Wait()
-	events := s.collect(120*time.Second, func(evs []service.TapEvent) bool {
-		n := 0
-		for _, c := range cmds {
-			if len(causedBy(evs, c)) > 0 {
-				n++
-			}
-		}
-		return n == len(cmds)
-	})
+	ops, events := s.race(cmds)
+	assertLinearizable(t, pool, ops)
+	assertBrokenSpecRejects(t, pool, ops)
+
 	winners := map[string]string{}
 	rejected := 0
 	for _, c := range cmds {
-		caused := causedBy(events, c)
+		caused := causedBy(events, c.CommandID)
 		// At-least-once out: a redelivery may re-emit, always as the same event.
 		for _, ev := range caused {
 			require.Equal(t, caused[0].MessageID, ev.MessageID, "one outcome per command")
@@ -170,6 +152,52 @@ func TestSandbox_concurrent_allocation(t *testing.T) {
 		assert.Equal(t, winners[sb.SandboxID], sb.AllocatedToTrack, "the table agrees with the events")
 	}
 	assert.Empty(t, s.inStatus(store.StatusAvailable))
+}
+
+// TestSandbox_concurrent_allocation_same_key: the race again, where five
+// of the tracks each send two commands (two IDs, one idempotency key), as
+// a producer retrying with a new ID would. A pair is answered with one
+// sandbox, or both are rejected; the history shows which.
+func TestSandbox_concurrent_allocation_same_key(t *testing.T) {
+	s := newStack(t, func(c *config.Config) { c.Concurrency = 8 })
+	pool := s.racePool()
+	var cmds []allocInput
+	for i := range 5 {
+		for range 2 {
+			cmds = append(cmds, allocInput{Type: messages.SandboxAllocate, TrackID: fmt.Sprintf("pair-%d", i),
+				Key: fmt.Sprintf("retry-%d", i), CommandID: uuid.NewString()})
+		}
+	}
+	for i := range 40 {
+		cmds = append(cmds, allocInput{Type: messages.SandboxAllocate, TrackID: fmt.Sprintf("track-%02d", i), CommandID: uuid.NewString()})
+	}
+	ops, events := s.race(cmds)
+	assertLinearizable(t, pool, ops)
+
+	announced := map[string]string{} // sandbox ID → track
+	for _, c := range cmds {
+		if ev := causedBy(events, c.CommandID)[0]; ev.Envelope.Type == messages.SandboxAllocated {
+			announced[payloadOf[messages.SandboxAllocatedPayload](t, ev).SandboxID] = c.TrackID
+		}
+	}
+	allocated := s.inStatus(store.StatusAllocated)
+	assert.Len(t, allocated, len(pool), "the whole pool allocated")
+	assert.Len(t, announced, len(allocated), "every allocation announced")
+	for _, sb := range allocated {
+		assert.Equal(t, announced[sb.SandboxID], sb.AllocatedToTrack, "the table agrees with the events")
+	}
+}
+
+// racePool starts the two consumers of the race and syncs its ten
+// sandboxes.
+func (s *stack) racePool() []string {
+	s.serve(service.ServeOptions{})
+	s.serve(service.ServeOptions{})
+	var external []string
+	for i := range 10 {
+		external = append(external, fmt.Sprintf("ext-%d", i))
+	}
+	return s.sync(external...)
 }
 
 // TestPoison_goes_to_the_DLQ_and_the_queue_keeps_flowing sends malformed

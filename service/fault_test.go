@@ -5,7 +5,9 @@ package service_test
 // each ending with every command's allocation made once, recorded once and
 // announced, and the table agreeing (docs/delivery.md). The commands, the producer
 // and the checks are in faultkit_test.go; each case logs its counts as
-// "fault NAME: commands=… applied=… lost=… doubled=… re-emitted=…".
+// "fault NAME: commands=… applied=… lost=… doubled=… re-emitted=…". The
+// kill -9 and triple-delivery cases also check their history for
+// linearizability (linearizability_test.go).
 
 import (
 	"strings"
@@ -43,6 +45,7 @@ func TestFault_kill9_and_restart(t *testing.T) {
 	})
 	require.NotNil(t, second, "the fault was injected")
 	r.check(r.settle(time.Minute), 1)
+	r.assertLinearizable()
 }
 
 // TestFault_network: transit talks to the emulators (moto and DynamoDB
@@ -201,6 +204,7 @@ func TestFault_every_command_three_times(t *testing.T) {
 	r.drive(append(deliveries, r.cmds...), 4*time.Minute, nil)
 	evs := r.settle(time.Minute)
 	r.check(evs, 3)
+	r.assertLinearizable()
 	perEvent := map[string]int{}
 	for _, e := range evs {
 		perEvent[e.MessageID]++

@@ -80,14 +80,15 @@ type faultRun struct {
 	cmds   []command
 	track  map[string]string // command ID → its track
 	events *eventReader
+	pool   []string     // the sandbox IDs seeded
+	sent   []invocation // every delivery, for the linearizability check
 }
 
 // newFaultRun fills the pool, builds the commands and starts reading the
 // tap.
 func newFaultRun(s *stack, name string) *faultRun {
 	s.t.Helper()
-	s.seedPool(poolSize)
-	r := &faultRun{s: s, name: name, track: map[string]string{}, events: s.readTap()}
+	r := &faultRun{s: s, name: name, track: map[string]string{}, pool: s.seedPool(poolSize), events: s.readTap()}
 	for i := range commandsPerCase {
 		c := command{ID: uuid.NewString(), Type: messages.SandboxAllocate,
 			Payload: messages.SandboxAllocatePayload{TrackID: fmt.Sprintf("track-%04d", i)}}
@@ -126,6 +127,10 @@ func (r *faultRun) drive(deliveries []command, timeout time.Duration, progress f
 		}
 		for sent < len(deliveries) && sent-answered < window {
 			n := min(10, len(deliveries)-sent)
+			at := time.Now()
+			for _, c := range deliveries[sent : sent+n] {
+				r.sent = append(r.sent, invocation{in: inputOf(c), at: at})
+			}
 			require.NoError(s.t, s.sendBatch(deliveries[sent:sent+n]))
 			sent += n
 		}
@@ -285,6 +290,7 @@ type eventReader struct {
 
 	mu     sync.Mutex
 	events []service.TapEvent
+	at     []time.Time // when each event was read
 	// read holds the SQS message IDs read: a message whose delete failed
 	// comes back, and is the same delivery, not a re-emitted event.
 	read map[string]bool
@@ -352,6 +358,7 @@ func (er *eventReader) readOnce(ctx context.Context) (int, error) {
 	if err != nil || len(res.Messages) == 0 {
 		return 0, err
 	}
+	readAt := time.Now()
 	var evs []service.TapEvent
 	var ids []string
 	del := &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(er.queueURL)}
@@ -373,6 +380,7 @@ func (er *eventReader) readOnce(ctx context.Context) (int, error) {
 		if !er.read[ids[i]] {
 			er.read[ids[i]] = true
 			er.events = append(er.events, ev)
+			er.at = append(er.at, readAt)
 		}
 	}
 	er.mu.Unlock()
@@ -390,6 +398,18 @@ func (er *eventReader) seen() []service.TapEvent {
 	defer er.mu.Unlock()
 	require.NoError(er.s.t, er.err, "reading the tap")
 	return append([]service.TapEvent(nil), er.events...)
+}
+
+// sightings returns the events read so far with when each was read.
+func (er *eventReader) sightings() []sighting {
+	evs := er.seen()
+	er.mu.Lock()
+	defer er.mu.Unlock()
+	out := make([]sighting, len(evs))
+	for i, ev := range evs {
+		out[i] = sighting{ev: ev, at: er.at[i]}
+	}
+	return out
 }
 
 // waitForMore waits until more than n events were read, or for d.
@@ -433,14 +453,16 @@ func (er *eventReader) drained(timeout time.Duration) []service.TapEvent {
 
 // seedPool puts n available sandboxes in the table, as sandbox.sync
 // creates them, with BatchWriteItem (25 a call): a sync adds at most 99,
-// and the fault cases are about what comes after.
-func (s *stack) seedPool(n int) {
+// and the fault cases are about what comes after. It returns their IDs.
+func (s *stack) seedPool(n int) []string {
 	s.t.Helper()
 	now := time.Now().Unix()
 	var reqs []dbtypes.WriteRequest
+	var ids []string
 	for i := range n {
 		ext := fmt.Sprintf("ext-%04d", i)
 		id := store.SandboxIDFor(ext)
+		ids = append(ids, id)
 		item, err := attributevalue.MarshalMap(store.Sandbox{PK: "SBX#" + id, SK: "META", SandboxID: id, Name: "name-" + ext, ExternalID: ext,
 			Status: store.StatusAvailable, LabDurationHours: 4, CreatedAt: now, UpdatedAt: now, LastSynced: now})
 		require.NoError(s.t, err)
@@ -455,6 +477,7 @@ func (s *stack) seedPool(n int) {
 		reqs = append(reqs, res.UnprocessedItems[table]...)
 	}
 	require.Len(s.t, s.inStatus(store.StatusAvailable), n, "the pool")
+	return ids
 }
 
 // sendBatch sends up to ten commands in one SendMessageBatch, as a producer
