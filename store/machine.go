@@ -25,6 +25,9 @@ type step[In any] struct {
 	in    In
 	// entity names the item in the command's recorded outcome.
 	entity string
+	// with are other writes the transition needs in its transaction,
+	// between the item's and the outcome's.
+	with []types.TransactWriteItem
 }
 
 // errStale means the item changed between its read and the write in a
@@ -80,7 +83,8 @@ func write[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], read mac
 	if err != nil {
 		return out, err
 	}
-	err = s.transact(ctx, []types.TransactWriteItem{item, put})
+	items := append(append([]types.TransactWriteItem{item}, st.with...), put)
+	err = s.transact(ctx, items)
 	var ce *conflictError
 	switch {
 	case errors.Is(err, errAlreadyApplied):

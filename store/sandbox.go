@@ -110,60 +110,78 @@ const candidatesPerQuery = 15
 // losing every candidate to concurrent allocators.
 const allocateRounds = 8
 
-// Allocate gives the track an available sandbox, or its existing live
-// allocation under the same idempotency key. An empty pool is a
-// *Rejection with reason pool_exhausted.
+// Allocate gives the track an available sandbox, or the live allocation
+// its idempotency key already names. An empty pool is a *Rejection with
+// reason pool_exhausted.
 func (s *Store) Allocate(ctx context.Context, cmd Cmd, trackID, idempotencyKey string) (Sandbox, error) {
-	if existing, ok, err := s.liveAllocation(ctx, trackID, idempotencyKey); err != nil {
-		return Sandbox{}, fmt.Errorf("allocate for %s: %w", trackID, err)
-	} else if ok {
-		return s.recordExisting(ctx, cmd, existing)
-	}
 	in := machine.SandboxInput{Now: cmd.At.Unix(), TrackID: trackID, IdempotencyKey: idempotencyKey}
 	for round := 0; round < allocateRounds; round++ {
+		live, isLive, claim, claimFound, err := s.claimed(ctx, trackID, idempotencyKey)
+		if err != nil {
+			return Sandbox{}, fmt.Errorf("allocate for %s: %w", trackID, err)
+		}
+		if isLive {
+			return s.recordExisting(ctx, cmd, live)
+		}
 		candidates, err := s.queryStatus(ctx, StatusAvailable, nil, candidatesPerQuery)
 		if err != nil {
 			return Sandbox{}, fmt.Errorf("allocate for %s: %w", trackID, err)
 		}
 		if len(candidates) == 0 {
+			// An allocation under the same key may have taken the last
+			// sandbox since the claim was read: its claim says so now.
+			live, isLive, _, _, err := s.claimed(ctx, trackID, idempotencyKey)
+			if err != nil {
+				return Sandbox{}, fmt.Errorf("allocate for %s: %w", trackID, err)
+			}
+			if isLive {
+				return s.recordExisting(ctx, cmd, live)
+			}
 			var sb Sandbox
-			err := s.recordRejection(ctx, cmd, "TRACK#"+trackID, &Rejection{Reason: messages.ReasonPoolExhausted, At: cmd.At}, &sb)
+			err = s.recordRejection(ctx, cmd, "TRACK#"+trackID, &Rejection{Reason: messages.ReasonPoolExhausted, At: cmd.At}, &sb)
 			return sb, err
 		}
 		// Concurrent allocators start at different candidates, so they
 		// rarely collide on the same item.
 		rand.Shuffle(len(candidates), func(i, j int) { candidates[i], candidates[j] = candidates[j], candidates[i] })
-		for _, c := range candidates {
-			read, err := rawItem(c)
-			if err != nil {
-				return Sandbox{}, err
-			}
-			var sb Sandbox
-			out, err := write(ctx, s, cmd, s.sandboxStep(machine.SandboxAllocate, c.SandboxID, in), read, &sb)
-			if errors.Is(err, errStale) || err == nil && !out.Applies() {
-				// Another allocator took it since the index was read.
-				continue
-			}
-			if err != nil {
-				return Sandbox{}, fmt.Errorf("allocate %s for %s: %w", c.SandboxID, trackID, err)
-			}
-			return sb, nil
+		sb, taken, err := s.allocateOne(ctx, cmd, in, candidates, claim, claimFound)
+		if taken || errors.Is(err, errConflict) {
+			// Another command claimed the key, or took every candidate.
+			continue
 		}
+		return sb, err
 	}
 	return Sandbox{}, fmt.Errorf("allocate for %s: every candidate taken in %d rounds: %w", trackID, allocateRounds, errConflict)
 }
 
-// liveAllocation finds the track's current allocation under key (the
-// IdempotencyIndex lookup).
-func (s *Store) liveAllocation(ctx context.Context, trackID, key string) (Sandbox, bool, error) {
-	kc := expression.Key("idempotency_key").Equal(expression.Value(key))
-	filter := expression.Name("status").Equal(expression.Value(StatusAllocated)).
-		And(expression.Name("allocated_to_track").Equal(expression.Value(trackID)))
-	found, err := s.query(ctx, "IdempotencyIndex", kc, &filter, 0)
-	if err != nil || len(found) == 0 {
-		return Sandbox{}, false, err
+// allocateOne allocates the first candidate still available, claiming the
+// idempotency key in the same transaction. claimTaken reports that
+// another allocation claimed the key first.
+func (s *Store) allocateOne(ctx context.Context, cmd Cmd, in machine.SandboxInput, candidates []Sandbox, claim IdempotencyClaim, claimFound bool) (sb Sandbox, claimTaken bool, err error) {
+	for _, c := range candidates {
+		read, err := rawItem(c)
+		if err != nil {
+			return Sandbox{}, false, err
+		}
+		st := s.sandboxStep(machine.SandboxAllocate, c.SandboxID, in)
+		claimItem, err := s.claimWrite(Sandbox{SandboxID: c.SandboxID, AllocatedToTrack: in.TrackID, IdempotencyKey: in.IdempotencyKey, AllocatedAt: in.Now}, claim, claimFound)
+		if err != nil {
+			return Sandbox{}, false, err
+		}
+		st.with = []types.TransactWriteItem{claimItem}
+		out, err := write(ctx, s, cmd, st, read, &sb)
+		switch {
+		case conflictOn(err, 1):
+			return Sandbox{}, true, nil
+		case errors.Is(err, errStale) || err == nil && !out.Applies():
+			// Another allocator took it since the index was read.
+			continue
+		case err != nil:
+			return Sandbox{}, false, fmt.Errorf("allocate %s for %s: %w", c.SandboxID, in.TrackID, err)
+		}
+		return sb, false, nil
 	}
-	return found[len(found)-1], true, nil
+	return Sandbox{}, false, errConflict
 }
 
 // recordExisting records that cmd was answered with an allocation made

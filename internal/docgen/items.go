@@ -26,7 +26,7 @@ type itemType struct {
 // name before the stack prefix). A table added to store.Tables without an
 // entry here makes the generator fail, so no table goes undocumented.
 var itemTypes = map[string][]itemType{
-	"SandboxPool":  {{"store", "Sandbox"}},
+	"SandboxPool":  {{"store", "Sandbox"}, {"store", "IdempotencyClaim"}},
 	"Audit":        {{"store", "auditItem"}},
 	"Layers":       {{"store", "LayerVersion"}, {"store", "Build"}},
 	"timers":       {{"store", "Shard"}, {"store", "Timer"}},
