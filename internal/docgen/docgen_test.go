@@ -91,6 +91,7 @@ func TestGenerate_refuses_broken_pages(t *testing.T) {
 		Want string
 	}{
 		{Name: "unknown_table", Page: "<!-- BEGIN generated: table Nope -->\n<!-- END generated -->\n", Want: `no table "Nope"`},
+		{Name: "unknown_machine", Page: "<!-- BEGIN generated: machine nope -->\n<!-- END generated -->\n", Want: `no machine "nope"`},
 		{Name: "missing_end", Page: "<!-- BEGIN generated: table Audit -->\n", Want: "BEGIN markers"},
 		{Name: "table_on_no_page", Page: "nothing generated\n", Want: "no docs page shows table"},
 	} {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"transit/machine"
 	"transit/store"
 )
 
@@ -66,13 +67,23 @@ func Generate(root string) ([]Page, error) {
 		}
 		p := Page{Path: path, Old: old}
 		var problems []string
+		diagrams := 0
 		p.New = section.ReplaceAllFunc(old, func(m []byte) []byte {
 			sub := section.FindSubmatch(m)
 			kind, name := string(sub[2]), string(sub[3])
+			if kind == "machine" {
+				diagram, ok := machines[name]
+				if !ok {
+					problems = append(problems, fmt.Sprintf("no machine %q", name))
+					return m
+				}
+				diagrams++
+				return []byte(string(sub[1]) + "\n```mermaid\n" + diagram.Mermaid() + "```\n\n" + string(sub[4]))
+			}
 			body, ok := sections[name]
 			switch {
 			case kind != "table":
-				problems = append(problems, fmt.Sprintf("unknown section kind %q (want table)", kind))
+				problems = append(problems, fmt.Sprintf("unknown section kind %q (want table or machine)", kind))
 				return m
 			case !ok:
 				problems = append(problems, fmt.Sprintf("no table %q in store.Tables", name))
@@ -84,7 +95,7 @@ func Generate(root string) ([]Page, error) {
 			p.Tables = append(p.Tables, name)
 			return []byte(string(sub[1]) + body + string(sub[4]))
 		})
-		if n, m := len(beginMarker.FindAllIndex(old, -1)), len(p.Tables)+len(problems); n != m {
+		if n, m := len(beginMarker.FindAllIndex(old, -1)), len(p.Tables)+diagrams+len(problems); n != m {
 			problems = append(problems, fmt.Sprintf("%d BEGIN markers but %d complete sections (each needs its own <!-- END generated -->)", n, m))
 		}
 		if len(problems) > 0 {
@@ -102,6 +113,12 @@ func Generate(root string) ([]Page, error) {
 		return nil, fmt.Errorf("no docs page shows table %s: add <!-- BEGIN generated: table NAME --> <!-- END generated --> to one", strings.Join(missing, ", "))
 	}
 	return pages, nil
+}
+
+// machines are the state machines whose diagrams pages show, by the name
+// their section markers use.
+var machines = map[string]interface{ Mermaid() string }{
+	machine.Sandbox.Name: machine.Sandbox,
 }
 
 // projection is what store's provisioning projects into every secondary
