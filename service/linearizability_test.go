@@ -24,10 +24,12 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"transit/machine"
 	"transit/messages"
 	"transit/service"
 )
@@ -110,7 +112,11 @@ func (s poolState) String() string {
 // accept any available sandbox where decide picks one.
 type spec func(s poolState, in allocInput, out allocOutput) (ok bool, next poolState)
 
-// allocateSpec is sandbox.allocate as docs/sandbox.md specifies it.
+// allocateSpec is sandbox.allocate over the pool. Which sandboxes an
+// allocation may take, and so when the pool is exhausted, is what the
+// sandbox machine's declared allocate transition decides on each
+// sandbox's item; what the pool adds is the recorded answer of a
+// redelivery and the live allocation a key already names.
 func allocateSpec(s poolState, in allocInput, out allocOutput) (bool, poolState) {
 	if first, ok := s.outcomes[in.CommandID]; ok {
 		// A redelivery gets the recorded answer, whatever the pool is now.
@@ -125,16 +131,28 @@ func allocateSpec(s poolState, in allocInput, out allocOutput) (bool, poolState)
 	case held:
 		// The holder's live allocation under this key, not a second one.
 		legal = out == allocOutput{SandboxID: sb}
-	case len(s.available) == 0:
-		legal = out == allocOutput{Reason: messages.ReasonPoolExhausted}
+	case out.Reason == messages.ReasonPoolExhausted:
+		legal = !slices.ContainsFunc(slices.Collect(maps.Keys(s.available)), s.allocatable)
 	default:
-		// Any available sandbox: which one is the broker's choice.
-		legal, allocated = out.Reason == "" && s.available[out.SandboxID], out.SandboxID
+		// Any sandbox the machine lets it take: which one is the broker's choice.
+		legal, allocated = out.Reason == "" && s.allocatable(out.SandboxID), out.SandboxID
 	}
 	if !legal {
 		return false, s
 	}
 	return true, s.answered(in.CommandID, out, h, allocated)
+}
+
+// allocatable reports whether the sandbox machine lets an allocation take
+// sandbox id in this state.
+func (s poolState) allocatable(id string) bool {
+	state, known := machine.SandboxAllocated, id != ""
+	if s.available[id] {
+		state = machine.SandboxAvailable
+	}
+	item := machine.Item{"status": &types.AttributeValueMemberS{Value: state}}
+	allocate := machine.Sandbox.Transition(machine.SandboxAllocate)
+	return known && machine.Sandbox.Decide(allocate, item, item, machine.SandboxInput{}).Applies()
 }
 
 // model is porcupine's view of sp from a pool of sandboxIDs.
