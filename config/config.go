@@ -56,6 +56,12 @@ type Config struct {
 	// its TTL removes it and its Lambda layer version is deleted.
 	// TRANSIT_LAYER_RETENTION, --layer-retention; default 168h (7 days).
 	LayerRetention time.Duration
+	// LayerDeleteOnAnyRemove makes the fan-in delete a layer version from
+	// Lambda when its item is removed in any way, not only by TTL. Only for
+	// emulators: their streams do not mark TTL removals, so a test or demo
+	// plays one by deleting the item. TRANSIT_LAYER_DELETE_ON_ANY_REMOVE,
+	// --layer-delete-on-any-remove; default false.
+	LayerDeleteOnAnyRemove bool
 	// ProviderURL is the sandbox provider's base URL. Without it serve
 	// runs, but answers every sandbox.cleanup provider_not_configured.
 	// TRANSIT_PROVIDER_URL, --provider-url.
@@ -130,6 +136,7 @@ func Bind(fs *flag.FlagSet, c *Config) *Binder {
 	b.duration(&c.RetryInitial, "retry-initial", "TRANSIT_RETRY_INITIAL", 100*time.Millisecond, "first retry backoff")
 	b.duration(&c.AuditRetention, "audit-retention", "TRANSIT_AUDIT_RETENTION", 30*24*time.Hour, "how long command outcomes are kept")
 	b.duration(&c.LayerRetention, "layer-retention", "TRANSIT_LAYER_RETENTION", 7*24*time.Hour, "how long deprecated layer versions are kept")
+	b.boolean(&c.LayerDeleteOnAnyRemove, "layer-delete-on-any-remove", "TRANSIT_LAYER_DELETE_ON_ANY_REMOVE", false, "delete a layer version from Lambda on any removal of its item, not only TTL's (emulators)")
 	b.str(&c.ProviderURL, "provider-url", "TRANSIT_PROVIDER_URL", "", "sandbox provider base URL")
 	b.duration(&c.ProviderTimeout, "provider-timeout", "TRANSIT_PROVIDER_TIMEOUT", 10*time.Second, "time limit of one provider call")
 	b.duration(&c.SweepInterval, "sweep-interval", "TRANSIT_SWEEP_INTERVAL", time.Minute, "expiry and cleanup sweep period; 0 disables")
@@ -178,6 +185,18 @@ func (b *Binder) integer(p *int, name, env string, def int, usage string) {
 			return fmt.Errorf("%q is not a whole number", v)
 		}
 		*p = n
+		return nil
+	}})
+}
+
+func (b *Binder) boolean(p *bool, name, env string, def bool, usage string) {
+	b.fs.BoolVar(p, name, def, usage+envNote(env))
+	b.bindings = append(b.bindings, binding{name, env, func(v string) error {
+		t, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", v)
+		}
+		*p = t
 		return nil
 	}})
 }

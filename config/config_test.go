@@ -55,13 +55,15 @@ func TestResolve_defaults_are_valid(t *testing.T) {
 		RetryInitial:      100 * time.Millisecond,
 		AuditRetention:    30 * 24 * time.Hour,
 		LayerRetention:    7 * 24 * time.Hour,
-		ProviderTimeout:   10 * time.Second,
-		SweepInterval:     time.Minute,
-		SandboxExpiry:     "timer",
-		TimerShards:       8,
-		TimerLease:        15 * time.Second,
-		TimerPollInterval: time.Second,
-		LogLevel:          "info",
+		// Off: on AWS only a TTL removal deletes the Lambda layer version.
+		LayerDeleteOnAnyRemove: false,
+		ProviderTimeout:        10 * time.Second,
+		SweepInterval:          time.Minute,
+		SandboxExpiry:          "timer",
+		TimerShards:            8,
+		TimerLease:             15 * time.Second,
+		TimerPollInterval:      time.Second,
+		LogLevel:               "info",
 	}, cfg)
 }
 
@@ -114,6 +116,11 @@ func TestResolve_env_fills_setting(t *testing.T) {
 			Name:  "audit_retention",
 			Env:   map[string]string{"TRANSIT_AUDIT_RETENTION": "48h"},
 			Check: func(t *testing.T, cfg config.Config) { assert.Equal(t, 48*time.Hour, cfg.AuditRetention) },
+		},
+		{
+			Name:  "layer_delete_on_any_remove",
+			Env:   map[string]string{"TRANSIT_LAYER_DELETE_ON_ANY_REMOVE": "true"},
+			Check: func(t *testing.T, cfg config.Config) { assert.True(t, cfg.LayerDeleteOnAnyRemove) },
 		},
 		{
 			Name: "provider_url",
@@ -169,6 +176,25 @@ func TestResolve_flag_beats_env(t *testing.T) {
 	assert.Equal(t, "error", cfg.LogLevel, "settings without a flag still come from the env")
 }
 
+func TestResolve_bool_flag_beats_env(t *testing.T) {
+	cfg, err := resolve(t, []string{"--layer-delete-on-any-remove=false"}, map[string]string{"TRANSIT_LAYER_DELETE_ON_ANY_REMOVE": "true"})
+	require.NoError(t, err)
+	assert.False(t, cfg.LayerDeleteOnAnyRemove)
+	cfg, err = resolve(t, []string{"--layer-delete-on-any-remove"}, nil)
+	require.NoError(t, err)
+	assert.True(t, cfg.LayerDeleteOnAnyRemove, "the bare flag turns it on")
+}
+
+func TestResolve_bad_bool_flag_names_the_setting(t *testing.T) {
+	var cfg config.Config
+	fs := flag.NewFlagSet("transit", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	config.Bind(fs, &cfg)
+	err := fs.Parse([]string{"--layer-delete-on-any-remove=maybe"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "layer-delete-on-any-remove")
+}
+
 func TestResolve_flag_set_to_default_still_beats_env(t *testing.T) {
 	// Being set, not differing from the default, is what makes a flag win.
 	cfg, err := resolve(t, []string{"--concurrency=4"}, map[string]string{"TRANSIT_CONCURRENCY": "9"})
@@ -184,6 +210,7 @@ func TestResolve_rejects_bad_env_value(t *testing.T) {
 	}{
 		{Name: "concurrency_not_a_number", Env: map[string]string{"TRANSIT_CONCURRENCY": "abc"}, WantErr: []string{"TRANSIT_CONCURRENCY", `"abc"`}},
 		{Name: "drain_timeout_not_a_duration", Env: map[string]string{"TRANSIT_DRAIN_TIMEOUT": "soon"}, WantErr: []string{"TRANSIT_DRAIN_TIMEOUT", `"soon"`}},
+		{Name: "bool_not_a_bool", Env: map[string]string{"TRANSIT_LAYER_DELETE_ON_ANY_REMOVE": "maybe"}, WantErr: []string{"TRANSIT_LAYER_DELETE_ON_ANY_REMOVE", `"maybe"`}},
 		{Name: "duration_without_unit", Env: map[string]string{"TRANSIT_COMMAND_TIMEOUT": "30"}, WantErr: []string{"TRANSIT_COMMAND_TIMEOUT"}},
 		{
 			Name:    "both_reported_together",

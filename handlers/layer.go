@@ -2,8 +2,13 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"time"
+
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"transit/messages"
 	"transit/store"
@@ -15,6 +20,7 @@ type layerStore interface {
 	MarkLayerDeleted(ctx context.Context, cmd store.Cmd, p messages.LayerVersionPayload) (store.LayerVersion, error)
 	RecordedLayerRemoval(ctx context.Context, cmd store.Cmd) (store.LayerRemoval, bool, error)
 	LayerVersionDeleted(ctx context.Context, cmd store.Cmd, p messages.LayerRemovedPayload) (store.LayerRemoval, error)
+	LayerVersionDeleteRefused(ctx context.Context, cmd store.Cmd, p messages.LayerRemovedPayload, answer string) (store.LayerRemoval, error)
 }
 
 // layerDeleter deletes layer versions from AWS Lambda.
@@ -99,21 +105,59 @@ func (h *Layer) markDeleted(ctx context.Context, c store.Cmd, p *messages.LayerV
 }
 
 // removed deletes the layer version from Lambda. A redelivery after the
-// deletion was recorded re-emits the event without calling Lambda again;
-// a Lambda failure is transient (retried, then dead-lettered), since the
-// version must not outlive its record.
+// outcome was recorded re-emits its event without calling Lambda again.
+// A refusal Lambda will repeat (lambdaRefused) is recorded and announced
+// as layer.version-delete-failed; any other failure is transient
+// (retried, then dead-lettered), since the version must not outlive its
+// record unnoticed.
 func (h *Layer) removed(ctx context.Context, c store.Cmd, p *messages.LayerRemovedPayload) ([]messages.Out, error) {
 	rem, done, err := h.store.RecordedLayerRemoval(ctx, c)
+	if !done && err == nil {
+		if lerr := h.lambda.DeleteLayerVersion(ctx, p.ARN); lerr == nil {
+			rem, err = h.store.LayerVersionDeleted(ctx, c, *p)
+		} else if lambdaRefused(lerr) {
+			rem, err = h.store.LayerVersionDeleteRefused(ctx, c, *p, lerr.Error())
+		} else {
+			return nil, lerr
+		}
+	}
+	if rej, ok := store.AsRejection(err); ok {
+		return one(messages.LayerVersionDeleteFail, rej.At, messages.LayerRejectedPayload{
+			Region: p.Region, Package: p.Package, Version: p.Version, Reason: rej.Reason,
+		}), nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	if !done {
-		if err := h.lambda.DeleteLayerVersion(ctx, p.ARN); err != nil {
-			return nil, err
-		}
-		if rem, err = h.store.LayerVersionDeleted(ctx, c, *p); err != nil {
-			return nil, err
-		}
-	}
 	return one(messages.LayerVersionDeleted, unix(rem.DeletedAt), rem.LayerRemovedPayload), nil
+}
+
+// transientLambdaCodes are 4xx answers that a later attempt can get past:
+// throttling, an operation in progress on the layer, credentials or a
+// signature that a refresh renews.
+var transientLambdaCodes = map[string]bool{
+	"TooManyRequestsException":  true,
+	"ThrottlingException":       true,
+	"ResourceConflictException": true,
+	"ResourceInUseException":    true,
+	"ExpiredTokenException":     true,
+	"RequestExpired":            true,
+}
+
+// lambdaRefused reports whether Lambda answered the deletion with a
+// refusal it will repeat (AccessDenied, an invalid parameter: a 4xx).
+// Throttling and the codes above, 5xx and errors without an answer
+// (network, timeout) are transient. Not-found never comes here: the
+// deleter counts a version already gone as deleted.
+func lambdaRefused(err error) bool {
+	var api smithy.APIError
+	if errors.As(err, &api) && transientLambdaCodes[api.ErrorCode()] {
+		return false
+	}
+	var resp *smithyhttp.ResponseError
+	if !errors.As(err, &resp) {
+		return false
+	}
+	status := resp.HTTPStatusCode()
+	return status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
 }

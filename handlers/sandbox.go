@@ -142,9 +142,18 @@ func (h *Sandbox) markDeletion(ctx context.Context, c store.Cmd, p *messages.San
 	if err != nil {
 		return nil, err
 	}
-	return one(messages.SandboxDeletionMarked, unix(sb.DeletionRequestedAt), messages.SandboxDeletionMarkedPayload{
+	outs := one(messages.SandboxDeletionMarked, unix(sb.DeletionRequestedAt), messages.SandboxDeletionMarkedPayload{
 		SandboxID: sb.SandboxID, ExternalID: sb.ExternalID, TrackID: sb.AllocatedToTrack, DeletionRequestedAt: sb.DeletionRequestedAt,
-	}), nil
+	})
+	if h.expiryQueue == "" {
+		return outs, nil
+	}
+	// The released allocation's expiry timer (named as in expiryTimer) has
+	// nothing left to expire: delete it rather than let it fire into a
+	// rejection. Its ID derives from this command, so a redelivery sends
+	// the same delete.
+	return append(outs, messages.Out{Type: messages.TimerDelete, At: unix(sb.DeletionRequestedAt), Command: true,
+		Payload: messages.TimerDeletePayload{TimerID: "sandbox-expiry:" + sb.SandboxID}}), nil
 }
 
 // expire emits nothing when the sandbox is no longer an overdue

@@ -35,15 +35,26 @@ type StreamRule struct {
 }
 
 // LayerRemovedRule is the layers domain's rule (docs/fanin.md): a layer
-// version item leaving the table deletes its Lambda layer version.
-// It fires on any removal, not only TTL's: emulators have no TTL expiry
-// and mark no removal as TTL's, and a version deleted by hand is gone too.
+// version item removed by DynamoDB's TTL (its retention over, or
+// layer.delete-requested) deletes its Lambda layer version. An item a
+// client deletes (a repair, a restore) takes nothing from Lambda.
 var LayerRemovedRule = StreamRule{
 	Table:       store.Layers.Name,
 	Event:       streams.TypeRemove,
 	KeyPrefixes: map[string]string{"pk": "lyr#", "sk": "lyrVrsn#v"},
+	TTLOnly:     true,
 	Command:     messages.LayerRemoved,
 	Fields:      map[string]string{"region": "rgn", "package": "pckg", "version": "vrsn", "arn": "arn"},
+}
+
+// LayerRemovedOnAnyRemove is LayerRemovedRule firing on every removal of a
+// layer version item (TRANSIT_LAYER_DELETE_ON_ANY_REMOVE): emulators never
+// expire TTL items nor mark a removal as TTL's, so tests and the demo play
+// a TTL removal by deleting the item.
+func LayerRemovedOnAnyRemove() StreamRule {
+	r := LayerRemovedRule
+	r.TTLOnly = false
+	return r
 }
 
 // ParseStreamRules reads extra rules (a JSON array of StreamRule) and

@@ -27,7 +27,9 @@ fi
 $T provision
 export TRANSIT_PROVIDER_URL=${TRANSIT_PROVIDER_URL:-http://127.0.0.1:8089}
 $T provider-stub --listen "${TRANSIT_PROVIDER_URL#http://}" 2>bin/provider.log & pids+=($!)
-$T serve 2>bin/serve.log & pids+=($!)
+# moto never expires TTL items nor marks a removal as TTL's: the demo plays
+# a TTL removal by deleting the item, which the fan-in must then act on.
+TRANSIT_LAYER_DELETE_ON_ANY_REMOVE=true $T serve 2>bin/serve.log & pids+=($!)
 sleep 1
 
 step() { echo; echo "== $*"; }
@@ -53,7 +55,8 @@ $T query sandboxes
 # Layers: two versions of a package published to (emulated) Lambda; the
 # second deprecates the first. moto never expires TTL items, so the demo
 # deletes the deprecated item itself, as TTL would, and the stream fan-in
-# deletes the layer version from Lambda.
+# (serving with TRANSIT_LAYER_DELETE_ON_ANY_REMOVE) deletes the layer
+# version from Lambda.
 lambda_layer() { python3 - "$@" <<'PY'
 import io, os, sys, zipfile, boto3
 buf = io.BytesIO()

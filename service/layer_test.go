@@ -4,20 +4,28 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dynamodbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"transit/config"
+	"transit/internal/emulator"
 	"transit/messages"
 	"transit/service"
 	"transit/store"
@@ -229,13 +237,28 @@ func (s *stack) lambdaVersions(region, pkg string) []int64 {
 	return vs
 }
 
+// deleteLayerItem deletes a layer version's item as a client would; with
+// TRANSIT_LAYER_DELETE_ON_ANY_REMOVE it stands in for its TTL expiry, which
+// the emulators neither perform nor mark.
+func (s *stack) deleteLayerItem(region, pkg string, version int) {
+	s.t.Helper()
+	_, err := s.svc.DynamoDB.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
+		TableName: aws.String(store.TableName(s.cfg.Prefix, store.Layers)),
+		Key: map[string]dynamodbtypes.AttributeValue{
+			"pk": &dynamodbtypes.AttributeValueMemberS{Value: "lyr#" + region + "." + pkg},
+			"sk": &dynamodbtypes.AttributeValueMemberS{Value: "lyrVrsn#v" + strconv.Itoa(version)},
+		},
+	})
+	require.NoError(s.t, err)
+}
+
 // TestLayers_removal_through_the_stream: deleting a deprecated version's
-// item (standing in for its TTL expiry) reaches the fan-in, which sends
-// layer.removed; the Lambda version is deleted and layer.version-deleted
-// published once, although the fan-in crashed before sending the command
-// the first time and was restarted.
+// item (standing in for its TTL expiry, TRANSIT_LAYER_DELETE_ON_ANY_REMOVE)
+// reaches the fan-in, which sends layer.removed; the Lambda version is
+// deleted and layer.version-deleted published once, although the fan-in
+// crashed before sending the command the first time and was restarted.
 func TestLayers_removal_through_the_stream(t *testing.T) {
-	s := newStack(t)
+	s := newStack(t, func(c *config.Config) { c.LayerDeleteOnAnyRemove = true })
 	setup := s.serve(service.ServeOptions{})
 	const region, pkg = "us-east-1", "requests"
 	for v := 1; v <= 2; v++ {
@@ -247,14 +270,7 @@ func TestLayers_removal_through_the_stream(t *testing.T) {
 	stop := s.serve(service.ServeOptions{WrapPublisher: func(p message.Publisher) message.Publisher {
 		return &crashingPublisher{Publisher: p, typ: messages.LayerRemoved, crash: func() { close(crashed) }}
 	}})
-	_, err := s.svc.DynamoDB.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
-		TableName: aws.String(store.TableName(s.cfg.Prefix, store.Layers)),
-		Key: map[string]dynamodbtypes.AttributeValue{
-			"pk": &dynamodbtypes.AttributeValueMemberS{Value: "lyr#" + region + "." + pkg},
-			"sk": &dynamodbtypes.AttributeValueMemberS{Value: "lyrVrsn#v1"},
-		},
-	})
-	require.NoError(t, err)
+	s.deleteLayerItem(region, pkg, 1)
 	select {
 	case <-crashed:
 	case <-time.After(60 * time.Second):
@@ -285,4 +301,134 @@ func TestLayers_removal_through_the_stream(t *testing.T) {
 		ids[ev.MessageID] = true
 	}
 	assert.Len(t, ids, 1)
+}
+
+// TestLayers_client_delete_keeps_the_Lambda_version: by default only a TTL
+// removal deletes a layer version from Lambda, so a client's DeleteItem of
+// a deprecated version's item leaves the version in Lambda. A probe rule
+// turns every inserted layer version into a timer.delete named after its
+// ARN (a no-op answered timer.deleted; one that cancels no transaction, so
+// it holds on moto too): once v3's comes, the fan-in has read past the
+// removal, which lies between v2's insert and v3's in the item's shard.
+func TestLayers_client_delete_keeps_the_Lambda_version(t *testing.T) {
+	s := newStack(t, func(c *config.Config) {
+		c.StreamRules = `[{"table": "Layers", "event": "dynamodb.insert", "key_prefixes": {"pk": "lyr#", "sk": "lyrVrsn#v"},
+			"command": "timer.delete", "fields": {"timer_id": "arn"}}]`
+	})
+	require.False(t, s.cfg.LayerDeleteOnAnyRemove, "the default")
+	s.serve(service.ServeOptions{})
+	const region, pkg = "us-east-1", "requests"
+	arns := map[int]string{}
+	for v := 1; v <= 2; v++ {
+		arns[v] = s.publishLambdaLayer(region, pkg)
+		s.publish(region, pkg, v, arns[v])
+	}
+	s.deleteLayerItem(region, pkg, 1)
+	_, found := s.layerItem(region, pkg, 1)
+	require.False(t, found, "v1's item is gone")
+	arns[3] = s.publishLambdaLayer(region, pkg)
+	s.publish(region, pkg, 3, arns[3])
+
+	probed := func(evs []service.TapEvent, arn string) bool {
+		for _, ev := range evs {
+			if ev.Envelope.Type == messages.TimerDeleted && payloadOf[messages.TimerDeletedPayload](t, ev).TimerID == arn {
+				return true
+			}
+		}
+		return false
+	}
+	s.collect(90*time.Second, func(evs []service.TapEvent) bool { return probed(evs, arns[2]) && probed(evs, arns[3]) })
+	// A layer.removed sent for the removal would be on the queue before
+	// v3's probe; give a concurrent consumer time to finish it.
+	time.Sleep(2 * time.Second)
+	events := s.collect(time.Second, func([]service.TapEvent) bool { return true })
+	for _, ev := range events {
+		assert.NotEqual(t, messages.LayerVersionDeleted, ev.Envelope.Type, "no deletion: %s", ev.Envelope.Payload)
+	}
+	assert.ElementsMatch(t, []int64{1, 2, 3}, s.lambdaVersions(region, pkg), "v1 is still in Lambda")
+}
+
+// refusingLambda starts a moto server of the test's own with IAM
+// authentication on, so it refuses every call signed with the test
+// credentials with a 403, as Lambda refuses a role without
+// lambda:DeleteLayerVersion. Turning authentication off again (off) makes
+// it answer normally. Private: authentication on the shared moto would
+// refuse every other test's calls too.
+func refusingLambda(t *testing.T) (endpoint string, off func()) {
+	t.Helper()
+	m, err := emulator.StartMoto(context.Background(), "")
+	if err != nil {
+		t.Skipf("needs a moto server of its own: %v", err)
+	}
+	t.Cleanup(m.Stop)
+	auth := func(count string) {
+		resp, err := http.Post(m.URL+"/moto-api/reset-auth", "text/plain", strings.NewReader(count))
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	auth("0")
+	return m.URL, func() { auth("inf") }
+}
+
+// lambdaAt sends the Lambda calls of a configuration to endpoint, and the
+// other services' where they were going: set after the endpoint is
+// resolved and before the request is signed.
+func lambdaAt(endpoint string) func(*middleware.Stack) error {
+	return func(st *middleware.Stack) error {
+		if _, ok := st.Finalize.Get("ResolveEndpointV2"); !ok {
+			return nil
+		}
+		return st.Finalize.Insert(middleware.FinalizeMiddlewareFunc("LambdaAt", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			if req, ok := in.Request.(*smithyhttp.Request); ok && awsmiddleware.GetServiceID(ctx) == "Lambda" {
+				u, err := url.Parse(endpoint)
+				if err != nil {
+					return middleware.FinalizeOutput{}, middleware.Metadata{}, err
+				}
+				req.URL.Scheme, req.URL.Host = u.Scheme, u.Host
+			}
+			return next.HandleFinalize(ctx, in)
+		}), "ResolveEndpointV2", middleware.After)
+	}
+}
+
+// TestLayers_version_delete_refused: Lambda refusing the deletion for good
+// (a 4xx) ends layer.removed in layer.version-delete-failed with Lambda's
+// answer, recorded as the command's outcome: a redelivery replays it
+// without asking Lambda again, even once Lambda would now answer.
+func TestLayers_version_delete_refused(t *testing.T) {
+	s := newStack(t)
+	endpoint, authOff := refusingLambda(t)
+	svc, err := service.New(context.Background(), s.cfg, func(c *aws.Config) {
+		c.APIOptions = append(c.APIOptions, lambdaAt(endpoint))
+	})
+	require.NoError(t, err)
+	s.serveOn(svc, service.ServeOptions{})
+
+	const region, pkg = "us-east-1", "requests"
+	arn := s.publishLambdaLayer(region, pkg)
+	cmd := uuid.NewString()
+	payload := messages.LayerRemovedPayload{LayerVersionPayload: messages.LayerVersionPayload{Region: region, Package: pkg, Version: 1}, ARN: arn}
+	s.send(cmd, messages.LayerRemoved, payload)
+	ev := s.eventFor(cmd, messages.LayerVersionDeleteFail)
+	failed := payloadOf[messages.LayerRejectedPayload](t, ev)
+	assert.Equal(t, messages.LayerRejectedPayload{Region: region, Package: pkg, Version: 1, Reason: failed.Reason}, failed)
+	assert.Contains(t, failed.Reason, "StatusCode: 403", "Lambda's answer is in the event")
+	assert.Contains(t, failed.Reason, arn, "and names the version to delete by hand")
+	rec := s.audit(cmd)
+	require.NotNil(t, rec)
+	assert.Equal(t, store.Rejected, rec["status"])
+	assert.Equal(t, failed.Reason, rec["reason"])
+
+	// Lambda would now delete it (the refusing server does not hold it, so
+	// it would answer not found: deleted); the recorded refusal stands.
+	authOff()
+	s.send(cmd, messages.LayerRemoved, payload)
+	events := s.collect(30*time.Second, func(evs []service.TapEvent) bool { return len(causedBy(evs, cmd)) == 2 })
+	for _, ev := range causedBy(events, cmd) {
+		assert.Equal(t, messages.LayerVersionDeleteFail, ev.Envelope.Type)
+		assert.Equal(t, messages.DerivedID(cmd, messages.LayerVersionDeleteFail, ""), ev.MessageID)
+		assert.Equal(t, failed, payloadOf[messages.LayerRejectedPayload](t, ev))
+	}
+	assert.Equal(t, []int64{1}, s.lambdaVersions(region, pkg), "the version is still in Lambda")
 }

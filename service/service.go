@@ -209,7 +209,12 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 	if err != nil {
 		return fmt.Errorf("TRANSIT_STREAM_RULES (--stream-rules): %w", err)
 	}
-	rules = append([]router.StreamRule{router.LayerRemovedRule}, rules...)
+	layerRule := router.LayerRemovedRule
+	if s.Config.LayerDeleteOnAnyRemove {
+		layerRule = router.LayerRemovedOnAnyRemove()
+		s.Logger.Info("TRANSIT_LAYER_DELETE_ON_ANY_REMOVE: any removal of a layer version item deletes it from Lambda, not only TTL's")
+	}
+	rules = append([]router.StreamRule{layerRule}, rules...)
 	rules = slices.DeleteFunc(rules, func(r router.StreamRule) bool {
 		d, _ := messages.DomainOf(r.Command)
 		return !served[d]

@@ -491,3 +491,109 @@ func TestSandbox_expired_by_its_timer(t *testing.T) {
 	assert.Equal(t, store.StatusPendingDeletion, sb.Status)
 	assert.Equal(t, store.Applied, s.audit(expire)["status"])
 }
+
+// timerStored reads a timer straight from its shard.
+func (s *stack) timerStored(id string) (store.Timer, bool) {
+	t, found, err := s.svc.Store.GetTimer(context.Background(), store.ShardOf(id, s.cfg.TimerShards), id)
+	require.NoError(s.t, err)
+	return t, found
+}
+
+// TestTimers_delete_before_due_never_fires: a timer deleted before it is
+// due is gone and never calls back, while one due at the same time fires;
+// timer.deleted names the deleted incarnation, and a redelivered delete
+// re-emits it. Deleting a timer that does not exist succeeds: timer.deleted
+// without a timer_uuid (docs/timers.md).
+func TestTimers_delete_before_due_never_fires(t *testing.T) {
+	s := newStack(t)
+	cb := newCallbacks(t)
+	s.serve(service.ServeOptions{})
+	at := time.Now().Add(5 * time.Second)
+	s.createTimers(cb.URL, map[string]time.Time{"doomed": at, "control": at}, nil)
+	created := s.timerEvents(messages.TimerCreated, 2, 30*time.Second)
+	require.Len(t, created["doomed"], 1)
+	doomed := payloadOf[messages.TimerCreatedPayload](t, created["doomed"][0])
+	_, found := s.timerStored("doomed")
+	require.True(t, found)
+
+	del := uuid.NewString()
+	s.send(del, messages.TimerDelete, messages.TimerDeletePayload{TimerID: "doomed"})
+	deleted := payloadOf[messages.TimerDeletedPayload](t, s.eventFor(del, messages.TimerDeleted))
+	require.True(t, time.Now().Before(at), "deleted before it was due; the test is too slow to tell otherwise")
+	assert.Equal(t, messages.TimerDeletedPayload{TimerID: "doomed", TimerUUID: doomed.TimerUUID, Shard: doomed.Shard}, deleted)
+	_, found = s.timerStored("doomed")
+	assert.False(t, found, "the deleted timer's item is gone")
+	assert.Equal(t, store.Applied, s.audit(del)["status"])
+
+	// The control timer, due at the same moment, fires: by then the
+	// deleted one would have too.
+	fired := s.timerEvents(messages.TimerFired, 1, 30*time.Second)
+	require.Len(t, fired["control"], 1)
+	time.Sleep(2 * time.Second) // a firing of the deleted one would be done by now
+	fired = s.timerEvents(messages.TimerFired, 1, time.Second)
+	assert.Empty(t, fired["doomed"], "no timer.fired for the deleted timer")
+	assert.Empty(t, cb.of("doomed"), "the deleted timer never called back")
+	assert.Len(t, cb.of("control"), 1)
+	assert.Empty(t, s.storedTimers())
+
+	// Redelivered: the recorded outcome, the same event.
+	s.send(del, messages.TimerDelete, messages.TimerDeletePayload{TimerID: "doomed"})
+	events := s.collect(30*time.Second, func(evs []service.TapEvent) bool { return len(causedBy(evs, del)) == 2 })
+	for _, ev := range causedBy(events, del) {
+		assert.Equal(t, messages.DerivedID(del, messages.TimerDeleted, ""), ev.MessageID)
+		assert.Equal(t, deleted, payloadOf[messages.TimerDeletedPayload](t, ev))
+	}
+
+	unknown := uuid.NewString()
+	s.send(unknown, messages.TimerDelete, messages.TimerDeletePayload{TimerID: "never-created"})
+	assert.Equal(t, messages.TimerDeletedPayload{TimerID: "never-created", Shard: store.ShardOf("never-created", s.cfg.TimerShards)},
+		payloadOf[messages.TimerDeletedPayload](t, s.eventFor(unknown, messages.TimerDeleted)), "no timer_uuid: there was none")
+	assert.Equal(t, store.Applied, s.audit(unknown)["status"])
+	_, found = s.timerStored("never-created")
+	assert.False(t, found, "deleting creates nothing")
+}
+
+// TestSandbox_release_deletes_its_expiry_timer: a track releasing its
+// sandbox within the lab window sends timer.delete for the allocation's
+// expiry timer (its ID derived from the release); the timer is gone and
+// no sandbox.expire is applied once the window closes.
+func TestSandbox_release_deletes_its_expiry_timer(t *testing.T) {
+	s := newStack(t, func(c *config.Config) { c.SandboxExpiry = config.ExpiryTimer; c.SweepInterval = 0 })
+	s.serve(service.ServeOptions{Now: time.Now})
+	sync := uuid.NewString()
+	s.send(sync, messages.SandboxSync, messages.SandboxSyncPayload{Inventory: []messages.InventoryItem{
+		{ExternalID: "released-lab", Name: "released", LabDurationHours: 8.0 / 3600},
+	}})
+	s.eventFor(sync, messages.SandboxSynced)
+
+	alloc := uuid.NewString()
+	s.send(alloc, messages.SandboxAllocate, messages.SandboxAllocatePayload{TrackID: "track-release"})
+	allocated := payloadOf[messages.SandboxAllocatedPayload](t, s.eventFor(alloc, messages.SandboxAllocated))
+	timerID := "sandbox-expiry:" + allocated.SandboxID
+	// Released once the timer exists: a delete handled before the create
+	// would find nothing and leave the later timer to fire into a rejection.
+	create := messages.DerivedID(alloc, messages.TimerCreate, "")
+	armed := payloadOf[messages.TimerCreatedPayload](t, s.eventFor(create, messages.TimerCreated))
+	require.Equal(t, timerID, armed.TimerID)
+
+	release := uuid.NewString()
+	s.send(release, messages.SandboxMarkDeletion, messages.SandboxMarkDeletionPayload{SandboxID: allocated.SandboxID, TrackID: "track-release"})
+	s.eventFor(release, messages.SandboxDeletionMarked)
+	del := messages.DerivedID(release, messages.TimerDelete, "")
+	deleted := payloadOf[messages.TimerDeletedPayload](t, s.eventFor(del, messages.TimerDeleted))
+	assert.Equal(t, messages.TimerDeletedPayload{TimerID: timerID, TimerUUID: armed.TimerUUID, Shard: armed.Shard}, deleted)
+	_, found := s.timerStored(timerID)
+	assert.False(t, found, "the expiry timer's item is gone")
+
+	// Past the window's end and the timer's margin, with a poll to spare.
+	time.Sleep(time.Until(time.Unix(allocated.ExpiresAt, 0).Add(3 * time.Second)))
+	expire := messages.DerivedID(alloc, messages.SandboxExpire, allocated.SandboxID)
+	assert.Nil(t, s.audit(expire), "the timer's sandbox.expire was never sent")
+	events := s.collect(time.Second, func([]service.TapEvent) bool { return true })
+	for _, ev := range events {
+		assert.NotEqual(t, messages.SandboxExpired, ev.Envelope.Type)
+		assert.NotEqual(t, messages.TimerFired, ev.Envelope.Type, "%s", ev.Envelope.Payload)
+	}
+	sb, _ := s.sandbox(allocated.SandboxID)
+	assert.Equal(t, store.StatusPendingDeletion, sb.Status)
+}

@@ -303,8 +303,18 @@ func (s *Store) LayerVersionDeleted(ctx context.Context, cmd Cmd, p messages.Lay
 	return r, err
 }
 
+// LayerVersionDeleteRefused records that Lambda refused to delete a
+// removed layer version, as a rejection whose reason is Lambda's answer,
+// and returns it as a *Rejection; the command is not tried again. A
+// command that already has an outcome gets that one instead.
+func (s *Store) LayerVersionDeleteRefused(ctx context.Context, cmd Cmd, p messages.LayerRemovedPayload, answer string) (LayerRemoval, error) {
+	var r LayerRemoval
+	err := s.recordRejection(ctx, cmd, layerEntity(p.Region, p.Package, p.Version), &Rejection{Reason: answer, At: cmd.At}, &r)
+	return r, err
+}
+
 // RecordedLayerRemoval returns the recorded outcome of a layer.removed
-// command, if it has one.
+// command, if it has one: a deletion, or a refusal as a *Rejection.
 func (s *Store) RecordedLayerRemoval(ctx context.Context, cmd Cmd) (LayerRemoval, bool, error) {
 	var r LayerRemoval
 	done, err := s.recorded(ctx, cmd, &r)
