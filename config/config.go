@@ -69,6 +69,19 @@ type Config struct {
 	// ProviderTimeout bounds one provider call. TRANSIT_PROVIDER_TIMEOUT,
 	// --provider-timeout; default 10s.
 	ProviderTimeout time.Duration
+	// CleanupMaxAttempts is how many times the provider is asked to
+	// delete a sandbox before it is left cleanup_stuck with a
+	// sandbox.cleanup-stuck event. TRANSIT_CLEANUP_MAX_ATTEMPTS,
+	// --cleanup-max-attempts; default 10.
+	CleanupMaxAttempts int
+	// CleanupBackoff is the wait after a sandbox's first failed deletion;
+	// it doubles with each further failure up to CleanupBackoffMax, and the
+	// cleanup sweep skips the sandbox until it has passed.
+	// TRANSIT_CLEANUP_BACKOFF, --cleanup-backoff; default 1m.
+	CleanupBackoff time.Duration
+	// CleanupBackoffMax caps that wait. TRANSIT_CLEANUP_BACKOFF_MAX,
+	// --cleanup-backoff-max; default 1h.
+	CleanupBackoffMax time.Duration
 	// SweepInterval is how often serve sends the expiry and cleanup
 	// sweeps; 0 disables them. TRANSIT_SWEEP_INTERVAL, --sweep-interval;
 	// default 1m.
@@ -139,6 +152,9 @@ func Bind(fs *flag.FlagSet, c *Config) *Binder {
 	b.boolean(&c.LayerDeleteOnAnyRemove, "layer-delete-on-any-remove", "TRANSIT_LAYER_DELETE_ON_ANY_REMOVE", false, "delete a layer version from Lambda on any removal of its item, not only TTL's (emulators)")
 	b.str(&c.ProviderURL, "provider-url", "TRANSIT_PROVIDER_URL", "", "sandbox provider base URL")
 	b.duration(&c.ProviderTimeout, "provider-timeout", "TRANSIT_PROVIDER_TIMEOUT", 10*time.Second, "time limit of one provider call")
+	b.integer(&c.CleanupMaxAttempts, "cleanup-max-attempts", "TRANSIT_CLEANUP_MAX_ATTEMPTS", 10, "provider deletions tried before a sandbox is left cleanup_stuck")
+	b.duration(&c.CleanupBackoff, "cleanup-backoff", "TRANSIT_CLEANUP_BACKOFF", time.Minute, "wait after a sandbox's first failed deletion, doubling with each further one")
+	b.duration(&c.CleanupBackoffMax, "cleanup-backoff-max", "TRANSIT_CLEANUP_BACKOFF_MAX", time.Hour, "longest wait between a sandbox's deletion attempts")
 	b.duration(&c.SweepInterval, "sweep-interval", "TRANSIT_SWEEP_INTERVAL", time.Minute, "expiry and cleanup sweep period; 0 disables")
 	b.str(&c.Domains, "domains", "TRANSIT_DOMAINS", "", "domains whose commands to consume, comma-separated (default all)")
 	b.str(&c.StreamRules, "stream-rules", "TRANSIT_STREAM_RULES", "", "extra stream fan-in rules, a JSON array")
@@ -274,6 +290,16 @@ func (c *Config) Validate() error {
 	}
 	if c.ProviderTimeout <= 0 {
 		bad("TRANSIT_PROVIDER_TIMEOUT", "provider-timeout", "%s, want more than 0", c.ProviderTimeout)
+	}
+	if c.CleanupMaxAttempts < 1 || c.CleanupMaxAttempts > 1000 {
+		bad("TRANSIT_CLEANUP_MAX_ATTEMPTS", "cleanup-max-attempts", "%d, want 1 to 1000", c.CleanupMaxAttempts)
+	}
+	// Retry times are stored in whole seconds.
+	if c.CleanupBackoff < time.Second {
+		bad("TRANSIT_CLEANUP_BACKOFF", "cleanup-backoff", "%s, want at least 1s", c.CleanupBackoff)
+	}
+	if c.CleanupBackoffMax < c.CleanupBackoff || c.CleanupBackoffMax > 30*24*time.Hour {
+		bad("TRANSIT_CLEANUP_BACKOFF_MAX", "cleanup-backoff-max", "%s, want at least the cleanup backoff (%s) and at most 720h", c.CleanupBackoffMax, c.CleanupBackoff)
 	}
 	if c.SweepInterval < 0 {
 		bad("TRANSIT_SWEEP_INTERVAL", "sweep-interval", "%s, want 0 (off) or more", c.SweepInterval)

@@ -58,6 +58,9 @@ func TestResolve_defaults_are_valid(t *testing.T) {
 		// Off: on AWS only a TTL removal deletes the Lambda layer version.
 		LayerDeleteOnAnyRemove: false,
 		ProviderTimeout:        10 * time.Second,
+		CleanupMaxAttempts:     10,
+		CleanupBackoff:         time.Minute,
+		CleanupBackoffMax:      time.Hour,
 		SweepInterval:          time.Minute,
 		SandboxExpiry:          "timer",
 		TimerShards:            8,
@@ -127,6 +130,15 @@ func TestResolve_env_fills_setting(t *testing.T) {
 			Env:  map[string]string{"TRANSIT_PROVIDER_URL": "https://provider.example:8443/api"},
 			Check: func(t *testing.T, cfg config.Config) {
 				assert.Equal(t, "https://provider.example:8443/api", cfg.ProviderURL)
+			},
+		},
+		{
+			Name: "cleanup_policy",
+			Env:  map[string]string{"TRANSIT_CLEANUP_MAX_ATTEMPTS": "3", "TRANSIT_CLEANUP_BACKOFF": "30s", "TRANSIT_CLEANUP_BACKOFF_MAX": "10m"},
+			Check: func(t *testing.T, cfg config.Config) {
+				assert.Equal(t, 3, cfg.CleanupMaxAttempts)
+				assert.Equal(t, 30*time.Second, cfg.CleanupBackoff)
+				assert.Equal(t, 10*time.Minute, cfg.CleanupBackoffMax)
 			},
 		},
 		{
@@ -263,6 +275,11 @@ func TestValidate_names_the_broken_setting(t *testing.T) {
 		{Name: "provider_url_not_a_url", ModifyValidConfig: func(c *config.Config) { c.ProviderURL = "provider:8080" }, WantEnv: "TRANSIT_PROVIDER_URL"},
 		{Name: "provider_url_relative", ModifyValidConfig: func(c *config.Config) { c.ProviderURL = "/sandboxes" }, WantEnv: "TRANSIT_PROVIDER_URL"},
 		{Name: "provider_timeout_zero", ModifyValidConfig: func(c *config.Config) { c.ProviderTimeout = 0 }, WantEnv: "TRANSIT_PROVIDER_TIMEOUT"},
+		{Name: "cleanup_max_attempts_zero", ModifyValidConfig: func(c *config.Config) { c.CleanupMaxAttempts = 0 }, WantEnv: "TRANSIT_CLEANUP_MAX_ATTEMPTS"},
+		{Name: "cleanup_max_attempts_over_1000", ModifyValidConfig: func(c *config.Config) { c.CleanupMaxAttempts = 1001 }, WantEnv: "TRANSIT_CLEANUP_MAX_ATTEMPTS"},
+		{Name: "cleanup_backoff_under_a_second", ModifyValidConfig: func(c *config.Config) { c.CleanupBackoff = 999 * time.Millisecond; c.CleanupBackoffMax = time.Second }, WantEnv: "TRANSIT_CLEANUP_BACKOFF"},
+		{Name: "cleanup_backoff_max_below_backoff", ModifyValidConfig: func(c *config.Config) { c.CleanupBackoffMax = c.CleanupBackoff - time.Second }, WantEnv: "TRANSIT_CLEANUP_BACKOFF_MAX"},
+		{Name: "cleanup_backoff_max_over_30_days", ModifyValidConfig: func(c *config.Config) { c.CleanupBackoffMax = 721 * time.Hour }, WantEnv: "TRANSIT_CLEANUP_BACKOFF_MAX"},
 		{Name: "sweep_interval_negative", ModifyValidConfig: func(c *config.Config) { c.SweepInterval = -time.Minute }, WantEnv: "TRANSIT_SWEEP_INTERVAL"},
 		{Name: "sandbox_expiry_unknown", ModifyValidConfig: func(c *config.Config) { c.SandboxExpiry = "never" }, WantEnv: "TRANSIT_SANDBOX_EXPIRY"},
 		{Name: "timer_shards_zero", ModifyValidConfig: func(c *config.Config) { c.TimerShards = 0 }, WantEnv: "TRANSIT_TIMER_SHARDS"},
@@ -300,6 +317,10 @@ func TestValidate_accepts_boundary_values(t *testing.T) {
 		{Name: "no_retries_no_sweeps", ModifyValidConfig: func(c *config.Config) { c.RetryMax = 0; c.SweepInterval = 0 }},
 		{Name: "retry_max_20", ModifyValidConfig: func(c *config.Config) { c.RetryMax = 20 }},
 		{Name: "audit_retention_1h", ModifyValidConfig: func(c *config.Config) { c.AuditRetention = time.Hour }},
+		{Name: "cleanup_one_attempt_one_second", ModifyValidConfig: func(c *config.Config) {
+			c.CleanupMaxAttempts, c.CleanupBackoff, c.CleanupBackoffMax = 1, time.Second, time.Second
+		}},
+		{Name: "cleanup_1000_attempts_30_days", ModifyValidConfig: func(c *config.Config) { c.CleanupMaxAttempts, c.CleanupBackoffMax = 1000, 720*time.Hour }},
 		{Name: "expiry_by_sweep", ModifyValidConfig: func(c *config.Config) { c.SandboxExpiry = "sweep" }},
 		{Name: "every_log_level", ModifyValidConfig: func(c *config.Config) { c.LogLevel = "warn" }},
 	}

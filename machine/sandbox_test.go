@@ -2,6 +2,7 @@ package machine_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -18,8 +19,10 @@ const (
 )
 
 // sandboxIn is a state's item with every guard of every transition
-// satisfied for track at now: allocated an hour ago to track, with a
-// four-hour lab.
+// satisfied for track at now, but one of the two that split a failed
+// deletion (two failures, of ten allowed): allocated an hour ago to
+// track, with a four-hour lab, last listed by a sync before its last
+// change.
 func sandboxIn(t *testing.T, state string) machine.Item {
 	t.Helper()
 	if state == machine.Absent {
@@ -29,7 +32,7 @@ func sandboxIn(t *testing.T, state string) machine.Item {
 		"PK": "SBX#s-1", "SK": "META", "sandbox_id": "s-1", "external_id": "ext-1", "name": "one",
 		"status": state, "lab_duration_hours": 4, "deletion_retry_count": 2,
 		"allocated_at": now - 3600, "allocated_to_track": track, "idempotency_key": track,
-		"created_at": now - 7200, "updated_at": now - 3600,
+		"created_at": now - 7200, "updated_at": now - 3600, "last_synced": now - 7200,
 	})
 	require.NoError(t, err)
 	return item
@@ -38,7 +41,8 @@ func sandboxIn(t *testing.T, state string) machine.Item {
 func input() machine.SandboxInput {
 	return machine.SandboxInput{
 		Now: now, TrackID: track, IdempotencyKey: track, SandboxID: "s-2", Error: "provider said no",
-		Listed: messages.InventoryItem{ExternalID: "ext-2", Name: "two", LabDurationHours: 2},
+		Listed:  messages.InventoryItem{ExternalID: "ext-2", Name: "two", LabDurationHours: 2},
+		Cleanup: machine.CleanupPolicy{MaxAttempts: 10, Backoff: time.Minute, BackoffMax: time.Hour},
 	}
 }
 
@@ -49,34 +53,75 @@ func TestSandbox_every_state_and_transition(t *testing.T) {
 	const ok = ""
 	nf, ws := messages.ReasonNotFound, messages.ReasonWrongState
 	type cell struct{ to, reason string }
+	const (
+		absent    = machine.Absent
+		available = machine.SandboxAvailable
+		allocated = machine.SandboxAllocated
+		pending   = machine.SandboxPendingDeletion
+		stale     = machine.SandboxStale
+		stuck     = machine.SandboxCleanupStuck
+	)
 	table := map[string]map[string]cell{
 		machine.SandboxAllocate: {
-			machine.Absent: {reason: nf}, machine.SandboxAvailable: {to: machine.SandboxAllocated},
-			machine.SandboxAllocated: {reason: ws}, machine.SandboxPendingDeletion: {reason: ws}, machine.SandboxStale: {reason: ws},
+			absent: {reason: nf}, available: {to: allocated},
+			allocated: {reason: ws}, pending: {reason: ws}, stale: {reason: ws}, stuck: {reason: ws},
 		},
 		machine.SandboxMarkDeletion: {
-			machine.Absent: {reason: nf}, machine.SandboxAvailable: {reason: ws},
-			machine.SandboxAllocated: {to: machine.SandboxPendingDeletion}, machine.SandboxPendingDeletion: {reason: ws}, machine.SandboxStale: {reason: ws},
+			absent: {reason: nf}, available: {reason: ws},
+			allocated: {to: pending}, pending: {reason: ws}, stale: {reason: ws}, stuck: {reason: ws},
 		},
 		machine.SandboxExpire: {
-			machine.Absent: {reason: nf}, machine.SandboxAvailable: {reason: ws},
-			machine.SandboxAllocated: {reason: machine.ReasonNotDue}, machine.SandboxPendingDeletion: {reason: ws}, machine.SandboxStale: {reason: ws},
+			absent: {reason: nf}, available: {reason: ws},
+			allocated: {reason: machine.ReasonNotDue}, pending: {reason: ws}, stale: {reason: ws}, stuck: {reason: ws},
 		},
 		machine.SandboxDelete: {
-			machine.Absent: {reason: nf}, machine.SandboxAvailable: {reason: ws}, machine.SandboxAllocated: {reason: ws},
-			machine.SandboxPendingDeletion: {to: machine.Absent}, machine.SandboxStale: {reason: ws},
+			absent: {reason: nf}, available: {reason: ws}, allocated: {reason: ws},
+			pending: {to: absent}, stale: {reason: ws}, stuck: {reason: ws},
 		},
 		machine.SandboxDeletionFailed: {
-			machine.Absent: {reason: nf}, machine.SandboxAvailable: {reason: ws}, machine.SandboxAllocated: {reason: ws},
-			machine.SandboxPendingDeletion: {to: machine.SandboxPendingDeletion}, machine.SandboxStale: {reason: ws},
+			absent: {reason: nf}, available: {reason: ws}, allocated: {reason: ws},
+			pending: {to: pending}, stale: {reason: ws}, stuck: {reason: ws},
+		},
+		// Two failures of ten: attempts are left, so the give-up is refused.
+		machine.SandboxStuck: {
+			absent: {reason: nf}, available: {reason: ws}, allocated: {reason: ws},
+			pending: {reason: machine.ReasonAttemptsLeft}, stale: {reason: ws}, stuck: {reason: ws},
 		},
 		machine.SandboxAdd: {
-			machine.Absent: {to: machine.SandboxAvailable}, machine.SandboxAvailable: {reason: ws}, machine.SandboxAllocated: {reason: ws},
-			machine.SandboxPendingDeletion: {reason: ws}, machine.SandboxStale: {reason: ws},
+			absent: {to: available}, available: {reason: ws}, allocated: {reason: ws},
+			pending: {reason: ws}, stale: {reason: ws}, stuck: {reason: ws},
 		},
 		machine.SandboxMarkStale: {
-			machine.Absent: {reason: nf}, machine.SandboxAvailable: {to: machine.SandboxStale}, machine.SandboxAllocated: {to: machine.SandboxStale},
-			machine.SandboxPendingDeletion: {reason: ws}, machine.SandboxStale: {reason: ws},
+			absent: {reason: nf}, available: {to: stale}, allocated: {to: stale},
+			pending: {reason: ws}, stale: {reason: ws}, stuck: {reason: ws},
+		},
+		machine.SandboxMarkListedFrom(available): {
+			absent: {reason: nf}, available: {to: available}, allocated: {reason: ws},
+			pending: {reason: ws}, stale: {reason: ws}, stuck: {reason: ws},
+		},
+		machine.SandboxMarkListedFrom(allocated): {
+			absent: {reason: nf}, available: {reason: ws}, allocated: {to: allocated},
+			pending: {reason: ws}, stale: {reason: ws}, stuck: {reason: ws},
+		},
+		machine.SandboxMarkListedFrom(pending): {
+			absent: {reason: nf}, available: {reason: ws}, allocated: {reason: ws},
+			pending: {to: pending}, stale: {reason: ws}, stuck: {reason: ws},
+		},
+		machine.SandboxMarkListedFrom(stale): {
+			absent: {reason: nf}, available: {reason: ws}, allocated: {reason: ws},
+			pending: {reason: ws}, stale: {to: stale}, stuck: {reason: ws},
+		},
+		machine.SandboxMarkListedFrom(stuck): {
+			absent: {reason: nf}, available: {reason: ws}, allocated: {reason: ws},
+			pending: {reason: ws}, stale: {reason: ws}, stuck: {to: stuck},
+		},
+		machine.SandboxReinstate: {
+			absent: {reason: nf}, available: {reason: ws}, allocated: {reason: ws},
+			pending: {reason: ws}, stale: {to: available}, stuck: {reason: ws},
+		},
+		machine.SandboxRetire: {
+			absent: {reason: nf}, available: {reason: ws}, allocated: {reason: ws},
+			pending: {reason: ws}, stale: {to: absent}, stuck: {reason: ws},
 		},
 	}
 	require.Len(t, table, len(machine.Sandbox.Transitions), "every transition has its row")
@@ -131,6 +176,25 @@ func TestSandbox_guards_give_their_reasons(t *testing.T) {
 		{"expire_while_the_window_is_open", machine.SandboxExpire, func(t *testing.T) machine.Item { return allocated(t, now-fourHours+1, track) }, machine.ReasonNotDue},
 		{"expire_when_the_window_closes", machine.SandboxExpire, func(t *testing.T) machine.Item { return allocated(t, now-fourHours, track) }, ""},
 		{"expire_whoever_holds_it", machine.SandboxExpire, func(t *testing.T) machine.Item { return allocated(t, now-fourHours-1, "track-B") }, ""},
+		{"failure_on_the_last_attempt_is_no_retry", machine.SandboxDeletionFailed, func(t *testing.T) machine.Item { return failedTimes(t, 9) }, machine.ReasonAttemptsSpent},
+		{"failure_before_the_last_attempt_is_a_retry", machine.SandboxDeletionFailed, func(t *testing.T) machine.Item { return failedTimes(t, 8) }, ""},
+		{"give_up_on_the_last_attempt", machine.SandboxStuck, func(t *testing.T) machine.Item { return failedTimes(t, 9) }, ""},
+		{"give_up_past_the_last_attempt", machine.SandboxStuck, func(t *testing.T) machine.Item { return failedTimes(t, 12) }, ""},
+		{"no_give_up_before_the_last_attempt", machine.SandboxStuck, func(t *testing.T) machine.Item { return failedTimes(t, 8) }, machine.ReasonAttemptsLeft},
+		{"retire_unlisted_since_staled", machine.SandboxRetire, func(t *testing.T) machine.Item { return staleListed(t, now-60, now-120) }, ""},
+		{"retire_listed_after_it_was_staled", machine.SandboxRetire, func(t *testing.T) machine.Item { return staleListed(t, now-60, now-10) }, messages.ReasonListed},
+		{"retire_listed_the_second_it_was_staled", machine.SandboxRetire, func(t *testing.T) machine.Item { return staleListed(t, now-60, now-60) }, messages.ReasonListed},
+		{"retire_staled_before_stale_since_existed", machine.SandboxRetire, func(t *testing.T) machine.Item {
+			// updated_at is when it was staled: nothing else changes a stale sandbox.
+			item := sandboxIn(t, machine.SandboxStale)
+			item["updated_at"], item["last_synced"] = num(now-60), num(now-120)
+			return item
+		}, ""},
+		{"retire_staled_before_stale_since_existed_then_listed", machine.SandboxRetire, func(t *testing.T) machine.Item {
+			item := sandboxIn(t, machine.SandboxStale)
+			item["updated_at"], item["last_synced"] = num(now-60), num(now-1)
+			return item
+		}, messages.ReasonListed},
 	}
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
@@ -140,6 +204,20 @@ func TestSandbox_guards_give_their_reasons(t *testing.T) {
 			assert.Equal(t, c.Want == "", out.Applies())
 		})
 	}
+}
+
+// failedTimes is a pending deletion the provider refused n times.
+func failedTimes(t *testing.T, n int64) machine.Item {
+	item := sandboxIn(t, machine.SandboxPendingDeletion)
+	item["deletion_retry_count"] = num(n)
+	return item
+}
+
+// staleListed is a sandbox staled at staleSince and last listed at lastSynced.
+func staleListed(t *testing.T, staleSince, lastSynced int64) machine.Item {
+	item := sandboxIn(t, machine.SandboxStale)
+	item["stale_since"], item["last_synced"] = num(staleSince), num(lastSynced)
+	return item
 }
 
 // TestSandbox_a_changed_pin_is_stale_not_a_rejection: a decision made on a
@@ -156,12 +234,16 @@ func TestSandbox_a_changed_pin_is_stale_not_a_rejection(t *testing.T) {
 		{"lab_duration_changed_under_a_release", machine.SandboxMarkDeletion, machine.SandboxAllocated, "lab_duration_hours", num(8)},
 		{"reallocated_under_an_expiry", machine.SandboxExpire, machine.SandboxAllocated, "allocated_at", num(now - 5*3600)},
 		{"another_failure_counted_meanwhile", machine.SandboxDeletionFailed, machine.SandboxPendingDeletion, "deletion_retry_count", num(3)},
+		{"another_failure_counted_under_a_give_up", machine.SandboxStuck, machine.SandboxPendingDeletion, "deletion_retry_count", num(10)},
 	}
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			read := sandboxIn(t, c.State)
-			if c.Transition == machine.SandboxExpire {
+			switch c.Transition {
+			case machine.SandboxExpire:
 				read["allocated_at"] = num(now - 6*3600) // due when read
+			case machine.SandboxStuck:
+				read["deletion_retry_count"] = num(9) // the last attempt when read
 			}
 			item := sandboxIn(t, c.State)
 			for k, v := range read {
@@ -199,12 +281,77 @@ func TestSandbox_transitions_set_what_they_declare(t *testing.T) {
 	assert.Equal(t, int64(3), integer(t, next, "deletion_retry_count"))
 	assert.Equal(t, "provider said no", str(t, next, "last_deletion_error"))
 
+	assert.Equal(t, now+4*60, integer(t, next, "next_cleanup_at"), "the third failure waits 1m·2²")
+	assert.Equal(t, now, integer(t, next, "updated_at"))
+
+	item := failedTimes(t, 9)
+	item["next_cleanup_at"] = num(now - 1)
+	out := machine.Sandbox.Decide(machine.Sandbox.Transition(machine.SandboxStuck), item, item, input())
+	require.True(t, out.Applies(), out.Reason)
+	next = out.Next
+	assert.Equal(t, machine.SandboxCleanupStuck, str(t, next, "status"))
+	assert.Equal(t, int64(10), integer(t, next, "deletion_retry_count"))
+	assert.Equal(t, "provider said no", str(t, next, "last_deletion_error"))
+	assert.NotContains(t, next, "next_cleanup_at", "no attempt is due any more")
+
+	next = decide(machine.SandboxMarkStale, machine.SandboxAllocated)
+	assert.Equal(t, int64(0), integer(t, next, "allocated_at"), "the seed's STALE item")
+	assert.NotContains(t, next, "allocated_to_track")
+	assert.NotContains(t, next, "idempotency_key")
+	assert.Equal(t, now, integer(t, next, "stale_since"))
+	assert.Equal(t, now, integer(t, next, "updated_at"))
+
+	for _, state := range machine.Sandbox.States {
+		next = decide(machine.SandboxMarkListedFrom(state), state)
+		assert.Equal(t, state, str(t, next, "status"))
+		assert.Equal(t, now, integer(t, next, "last_synced"), state)
+		assert.Equal(t, now-3600, integer(t, next, "updated_at"), "%s: a refresh is no change of state", state)
+	}
+
+	stale := staleListed(t, now-60, now-120)
+	stale["allocated_to_track"] = &types.AttributeValueMemberS{Value: track} // staled before stale sandboxes dropped it
+	out = machine.Sandbox.Decide(machine.Sandbox.Transition(machine.SandboxReinstate), stale, stale, input())
+	require.True(t, out.Applies(), out.Reason)
+	next = out.Next
+	assert.Equal(t, machine.SandboxAvailable, str(t, next, "status"))
+	assert.Equal(t, int64(0), integer(t, next, "allocated_at"))
+	for _, attr := range []string{"allocated_to_track", "idempotency_key", "stale_since"} {
+		assert.NotContains(t, next, attr)
+	}
+
 	next = decide(machine.SandboxAdd, machine.Absent)
 	assert.Equal(t, "SBX#s-2", str(t, next, "PK"))
 	assert.Equal(t, "s-2", str(t, next, "sandbox_id"))
 	assert.Equal(t, "ext-2", str(t, next, "external_id"))
 	assert.Equal(t, int64(0), integer(t, next, "allocated_at"))
 	assert.Equal(t, now, integer(t, next, "last_synced"))
+}
+
+// TestCleanupPolicy_backs_off_to_its_cap: the wait after each failure
+// doubles from Backoff and stops at BackoffMax, however many failures.
+func TestCleanupPolicy_backs_off_to_its_cap(t *testing.T) {
+	p := machine.CleanupPolicy{MaxAttempts: 50, Backoff: time.Minute, BackoffMax: time.Hour}
+	var got []int64
+	for n := 1; n <= 8; n++ {
+		got = append(got, p.Delay(n))
+	}
+	assert.Equal(t, []int64{60, 120, 240, 480, 960, 1920, 3600, 3600}, got)
+	assert.Equal(t, int64(3600), p.Delay(1_000_000), "no overflow")
+	assert.Equal(t, machine.DefaultCleanupPolicy.Delay(3), machine.CleanupPolicy{}.Delay(3), "the zero policy is the default")
+	assert.Equal(t, int64(1), machine.CleanupPolicy{MaxAttempts: 2, Backoff: time.Millisecond}.Delay(1), "at least a second")
+}
+
+// TestSandboxFailedDeletion_gives_up_on_the_last_attempt: the store's
+// choice between the two outcomes of a refused deletion is the one whose
+// guard holds.
+func TestSandboxFailedDeletion_gives_up_on_the_last_attempt(t *testing.T) {
+	in := input()
+	in.Cleanup.MaxAttempts = 3
+	assert.Equal(t, machine.SandboxDeletionFailed, machine.SandboxFailedDeletion(failedTimes(t, 0), in))
+	assert.Equal(t, machine.SandboxDeletionFailed, machine.SandboxFailedDeletion(failedTimes(t, 1), in))
+	assert.Equal(t, machine.SandboxStuck, machine.SandboxFailedDeletion(failedTimes(t, 2), in), "the third failure of three")
+	in.Cleanup.MaxAttempts = 1
+	assert.Equal(t, machine.SandboxStuck, machine.SandboxFailedDeletion(failedTimes(t, 0), in), "one attempt: the first failure gives up")
 }
 
 func num(v int64) types.AttributeValue {

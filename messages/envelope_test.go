@@ -271,12 +271,13 @@ func TestCatalogue_every_type_has_its_domain(t *testing.T) {
 func TestCatalogue_sandbox_types_hold_commands_and_events(t *testing.T) {
 	commands := []messages.Type{
 		messages.SandboxAllocate, messages.SandboxCleanup, messages.SandboxExpire,
-		messages.SandboxMarkDeletion, messages.SandboxSync,
+		messages.SandboxMarkDeletion, messages.SandboxReinstate, messages.SandboxRetire, messages.SandboxSync,
 	}
 	events := []messages.Type{
-		messages.SandboxAllocated, messages.SandboxAllocationRejected, messages.SandboxDeleted,
+		messages.SandboxAllocated, messages.SandboxAllocationRejected, messages.SandboxCleanupStuck, messages.SandboxDeleted,
 		messages.SandboxDeletionFailed, messages.SandboxDeletionMarked, messages.SandboxDeletionRejected,
-		messages.SandboxExpired, messages.SandboxSynced,
+		messages.SandboxExpired, messages.SandboxReinstateRejected, messages.SandboxReinstated,
+		messages.SandboxRetireRejected, messages.SandboxRetired, messages.SandboxSynced,
 	}
 	assert.Equal(t, commands, messages.Commands(messages.Sandbox), "sorted commands")
 	assert.Equal(t, events, messages.Events(messages.Sandbox), "sorted events")

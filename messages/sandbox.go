@@ -17,6 +17,8 @@ var (
 	SandboxExpire       = command[SandboxExpirePayload](Sandbox, "sandbox.expire")
 	SandboxCleanup      = command[SandboxCleanupPayload](Sandbox, "sandbox.cleanup")
 	SandboxSync         = command[SandboxSyncPayload](Sandbox, "sandbox.sync")
+	SandboxReinstate    = command[SandboxReinstatePayload](Sandbox, "sandbox.reinstate")
+	SandboxRetire       = command[SandboxRetirePayload](Sandbox, "sandbox.retire")
 )
 
 // Sandbox events.
@@ -29,6 +31,11 @@ var (
 	SandboxDeleted            = event[SandboxDeletedPayload](Sandbox, "sandbox.deleted")
 	SandboxDeletionFailed     = event[SandboxDeletionFailedPayload](Sandbox, "sandbox.deletion-failed")
 	SandboxSynced             = event[SandboxSyncedPayload](Sandbox, "sandbox.synced")
+	SandboxCleanupStuck       = event[SandboxCleanupStuckPayload](Sandbox, "sandbox.cleanup-stuck")
+	SandboxReinstated         = event[SandboxReinstatedPayload](Sandbox, "sandbox.reinstated")
+	SandboxReinstateRejected  = event[SandboxRejectedPayload](Sandbox, "sandbox.reinstate-rejected")
+	SandboxRetired            = event[SandboxRetiredPayload](Sandbox, "sandbox.retired")
+	SandboxRetireRejected     = event[SandboxRejectedPayload](Sandbox, "sandbox.retire-rejected")
 )
 
 // Rejection reasons carried by sandbox.*-rejected events.
@@ -41,14 +48,16 @@ const (
 	// ReasonProviderNotConfigured answers a cleanup when transit runs
 	// without a sandbox provider.
 	ReasonProviderNotConfigured = "provider_not_configured"
+	// ReasonListed refuses to retire a stale sandbox that a sync has
+	// listed again since it was staled.
+	ReasonListed = "listed"
 )
 
 // Field limits. They keep every item far below DynamoDB's 400 KB and every
 // message below SQS's 256 KiB.
 const (
-	maxKeyField  = 256
-	maxInventory = 1000
-	maxLabHours  = 24 * 30
+	maxKeyField = 256
+	maxLabHours = 24 * 30
 	// minLabHours is one second. It is compared as it is written in the
 	// schema (the same float64), so the two agree at the bound.
 	minLabHours = 1.0 / 3600
@@ -174,12 +183,14 @@ func (p *SandboxCleanupPayload) Validate() error {
 	return checkSandboxID(p.SandboxID, true)
 }
 
-// SandboxSyncPayload is the provider's full inventory.
+// SandboxSyncPayload is the provider's full inventory, or a request to
+// pull it from the provider.
 type SandboxSyncPayload struct {
 	// Inventory lists every sandbox the provider has, each once: one not
 	// yet known is added, an available or allocated one no longer listed
-	// is staled. It is required even when empty, so a producer that
-	// leaves it out by mistake does not stale the whole pool.
+	// is staled, and every one listed has its last_synced refreshed. An
+	// empty list means the provider has none; absent (or null), transit
+	// asks the provider for its list (GET /sandboxes).
 	Inventory []InventoryItem `json:"inventory"`
 }
 
@@ -192,9 +203,15 @@ type InventoryItem struct {
 	LabDurationHours float64 `json:"lab_duration_hours"`
 }
 
+// Pull reports whether the sync asks transit to pull the inventory from
+// the provider.
+func (p *SandboxSyncPayload) Pull() bool { return p.Inventory == nil }
+
 func (SandboxSyncPayload) JSONSchemaExtend(s *jsonschema.Schema) {
-	p := property(s, "inventory")
-	p.MaxItems = count(maxInventory)
+	// No count limit: a sync writes its changes in as many transactions
+	// as they need, and a message's 256 KiB bound what one can carry.
+	optional(s, "inventory", nil)
+	nullable(property(s, "inventory"))
 	goOnly(s, "each external_id appears once in inventory")
 }
 
@@ -206,13 +223,9 @@ func (InventoryItem) JSONSchemaExtend(s *jsonschema.Schema) {
 	hours.Maximum = number(maxLabHours)
 }
 
+// Validate checks an inventory a producer sent, or one pulled from the
+// provider; none is a pull.
 func (p *SandboxSyncPayload) Validate() error {
-	if p.Inventory == nil {
-		return invalid("inventory", "required (an empty list when the provider has no sandboxes)")
-	}
-	if len(p.Inventory) > maxInventory {
-		return invalid("inventory", "%d entries, at most %d", len(p.Inventory), maxInventory)
-	}
 	seen := make(map[string]bool, len(p.Inventory))
 	for i := range p.Inventory {
 		it := &p.Inventory[i]
@@ -233,6 +246,33 @@ func (p *SandboxSyncPayload) Validate() error {
 	}
 	return nil
 }
+
+// SandboxReinstatePayload returns a stale sandbox to the pool: an
+// operator's answer once the provider lists it again and it is fit for
+// use. A stale sandbox becomes available by this command only.
+type SandboxReinstatePayload struct {
+	// SandboxID is the sandbox's UUID in canonical lower-case form.
+	SandboxID string `json:"sandbox_id"`
+}
+
+func (SandboxReinstatePayload) JSONSchemaExtend(s *jsonschema.Schema) {
+	sandboxIDSchema(property(s, "sandbox_id"), false)
+}
+
+func (p *SandboxReinstatePayload) Validate() error { return checkSandboxID(p.SandboxID, false) }
+
+// SandboxRetirePayload removes a stale sandbox for good: an operator's
+// answer once it is gone at the provider.
+type SandboxRetirePayload struct {
+	// SandboxID is the sandbox's UUID in canonical lower-case form.
+	SandboxID string `json:"sandbox_id"`
+}
+
+func (SandboxRetirePayload) JSONSchemaExtend(s *jsonschema.Schema) {
+	sandboxIDSchema(property(s, "sandbox_id"), false)
+}
+
+func (p *SandboxRetirePayload) Validate() error { return checkSandboxID(p.SandboxID, false) }
 
 // SandboxAllocatedPayload carries what a track needs to use its sandbox.
 type SandboxAllocatedPayload struct {
@@ -302,4 +342,35 @@ type SandboxDeletionFailedPayload struct {
 type SandboxSyncedPayload struct {
 	Added  []string `json:"added"`
 	Staled []string `json:"staled"`
+}
+
+// SandboxCleanupStuckPayload is a sandbox the provider refused to delete
+// on every attempt the cleanup policy allows. It is left cleanup_stuck,
+// out of the cleanup sweep, for an operator.
+type SandboxCleanupStuckPayload struct {
+	SandboxID          string `json:"sandbox_id"`
+	ExternalID         string `json:"external_id"`
+	DeletionRetryCount int    `json:"deletion_retry_count"`
+	// LastError is the provider's answer to the last attempt.
+	LastError string `json:"last_error"`
+}
+
+// SandboxReinstatedPayload is a stale sandbox returned to the pool.
+type SandboxReinstatedPayload struct {
+	SandboxID  string `json:"sandbox_id"`
+	ExternalID string `json:"external_id"`
+	Name       string `json:"name"`
+}
+
+// SandboxRetiredPayload is a stale sandbox removed for good.
+type SandboxRetiredPayload struct {
+	SandboxID  string `json:"sandbox_id"`
+	ExternalID string `json:"external_id"`
+}
+
+// SandboxRejectedPayload is an operator's command on a sandbox refused;
+// Reason says why.
+type SandboxRejectedPayload struct {
+	SandboxID string `json:"sandbox_id"`
+	Reason    string `json:"reason"`
 }

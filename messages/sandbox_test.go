@@ -163,7 +163,7 @@ func TestDecode_sync_accepts_valid_inventory(t *testing.T) {
 	}{
 		{Name: "empty", Items: []map[string]any{}},
 		{Name: "one", Items: inventory(1)},
-		{Name: "at_max_entries", Items: inventory(1000)},
+		{Name: "beyond_the_old_cap_of_1000", Items: inventory(3000)},
 		{Name: "max_lab_hours", Items: []map[string]any{{"external_id": "ext-1", "name": "n", "lab_duration_hours": 24.0 * 30}}},
 		{Name: "two_second_lab", Items: []map[string]any{{"external_id": "ext-1", "name": "n", "lab_duration_hours": 2.0 / 3600}}},
 	}
@@ -176,6 +176,32 @@ func TestDecode_sync_accepts_valid_inventory(t *testing.T) {
 			for i, it := range p.Inventory {
 				assert.Equal(t, tc.Items[i]["external_id"], it.ExternalID)
 				assert.Equal(t, tc.Items[i]["lab_duration_hours"], it.LabDurationHours)
+			}
+		})
+	}
+}
+
+// TestDecode_sync_without_inventory_pulls: absent or null asks transit to
+// pull the provider's list; an empty list still says the provider has none.
+func TestDecode_sync_without_inventory_pulls(t *testing.T) {
+	tests := []struct {
+		Name    string
+		Payload map[string]any
+		Pull    bool
+	}{
+		{Name: "absent", Payload: map[string]any{}, Pull: true},
+		{Name: "null", Payload: map[string]any{"inventory": nil}, Pull: true},
+		{Name: "empty", Payload: map[string]any{"inventory": []any{}}, Pull: false},
+		{Name: "one", Payload: map[string]any{"inventory": inventory(1)}, Pull: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.Name, func(t *testing.T) {
+			cmd, err := messages.Decode(envelope(t, "sync-1", messages.SandboxSync, tc.Payload), messages.Meta{})
+			require.NoError(t, err)
+			p := cmd.Payload.(*messages.SandboxSyncPayload)
+			assert.Equal(t, tc.Pull, p.Pull())
+			if !tc.Pull {
+				assert.NotNil(t, p.Inventory, "an empty inventory stays a list")
 			}
 		})
 	}
@@ -201,7 +227,6 @@ func TestDecode_sync_rejects_bad_inventory(t *testing.T) {
 		{Name: "lab_duration_under_a_second", Items: with(1, "lab_duration_hours", 0.5/3600), WantField: "inventory[1].lab_duration_hours"},
 		{Name: "lab_duration_negative", Items: with(0, "lab_duration_hours", -1), WantField: "inventory[0].lab_duration_hours"},
 		{Name: "lab_duration_over_30_days", Items: with(2, "lab_duration_hours", 24*30+1), WantField: "inventory[2].lab_duration_hours"},
-		{Name: "more_than_1000_entries", Items: inventory(1001), WantField: "inventory"},
 		{Name: "unknown_item_field", Items: with(0, "region", "eu"), WantField: "region"},
 	}
 	for _, tc := range tests {

@@ -92,6 +92,8 @@ func sortedTypes(catalogue map[Type]spec) []Type {
 var eventReasons = map[Type][]string{
 	SandboxAllocationRejected: {ReasonPoolExhausted},
 	SandboxDeletionRejected:   {ReasonNotFound, ReasonWrongState, ReasonNotOwner, ReasonExpired},
+	SandboxReinstateRejected:  {ReasonNotFound, ReasonWrongState},
+	SandboxRetireRejected:     {ReasonNotFound, ReasonWrongState, ReasonListed},
 	LayerPublishRejected:      {ReasonAlreadyRecorded},
 	BuildRecordRejected:       {ReasonAlreadyRecorded},
 	LayerDeleteRejected:       {ReasonNotFound, ReasonIsLatest, ReasonWrongState},

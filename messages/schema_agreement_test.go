@@ -99,6 +99,8 @@ var good = map[messages.Type]string{
 	messages.SandboxExpire:        `{"sandbox_id":"0b5d7f1e-2c3a-4e8b-9f6d-1a2b3c4d5e6f"}`,
 	messages.SandboxCleanup:       `{"sandbox_id":"0b5d7f1e-2c3a-4e8b-9f6d-1a2b3c4d5e6f"}`,
 	messages.SandboxSync:          `{"inventory":[{"external_id":"ext-1","name":"lab 1","lab_duration_hours":4},{"external_id":"ext-2","name":"lab 2","lab_duration_hours":0.5}]}`,
+	messages.SandboxReinstate:     `{"sandbox_id":"0b5d7f1e-2c3a-4e8b-9f6d-1a2b3c4d5e6f"}`,
+	messages.SandboxRetire:        `{"sandbox_id":"0b5d7f1e-2c3a-4e8b-9f6d-1a2b3c4d5e6f"}`,
 	messages.LayerPublished:       `{"region":"eu-west-1","package":"requests","version":3,"arn":"arn:aws:lambda:eu-west-1:123456789012:layer:requests:3","requirements_hash":"sha256:9f2c"}`,
 	messages.BuildRecorded:        `{"package":"requests","version":3,"requirements":"urllib3==2\n","requirements_hash":"sha256:9f2c"}`,
 	messages.LayerDeleteRequested: `{"region":"eu-west-1","package":"requests","version":2}`,
@@ -137,6 +139,8 @@ func agreementCases(t *testing.T) []agreementCase {
 		expire   = messages.SandboxExpire
 		cleanup  = messages.SandboxCleanup
 		sync     = messages.SandboxSync
+		reinst   = messages.SandboxReinstate
+		retire   = messages.SandboxRetire
 		publish  = messages.LayerPublished
 		build    = messages.BuildRecorded
 		del      = messages.LayerDeleteRequested
@@ -186,9 +190,10 @@ func agreementCases(t *testing.T) []agreementCase {
 
 		// sandbox.sync
 		set(t, "inventory_empty", sync, "inventory", "[]", true),
-		set(t, "inventory_null", sync, "inventory", "null", false),
-		set(t, "inventory_at_max_entries", sync, "inventory", inventoryOf(1000), true),
-		set(t, "inventory_too_many_entries", sync, "inventory", inventoryOf(1001), false),
+		set(t, "inventory_absent_pulls", sync, "inventory", "", true),
+		set(t, "inventory_null_pulls", sync, "inventory", "null", true),
+		set(t, "inventory_of_the_old_cap", sync, "inventory", inventoryOf(1000), true),
+		set(t, "inventory_beyond_the_old_cap", sync, "inventory", inventoryOf(3000), true),
 		set(t, "inventory_object", sync, "inventory", `{"ext-1":{}}`, false),
 		set(t, "inventory_null_entry", sync, "inventory.1", "null", false),
 		set(t, "external_id_empty", sync, "inventory.1.external_id", str(""), false),
@@ -207,6 +212,14 @@ func agreementCases(t *testing.T) []agreementCase {
 		set(t, "lab_hours_huge", sync, "inventory.0.lab_duration_hours", "1e400", false),
 		set(t, "lab_hours_string", sync, "inventory.0.lab_duration_hours", str("4"), false),
 		set(t, "inventory_entry_unknown_member", sync, "inventory.0.region", str("eu"), false),
+
+		// sandbox.reinstate, sandbox.retire
+		set(t, "reinstate_sandbox_id_upper_case", reinst, "sandbox_id", str(strings.ToUpper(uuid)), false),
+		set(t, "reinstate_sandbox_id_empty", reinst, "sandbox_id", str(""), false),
+		set(t, "reinstate_sandbox_id_missing", reinst, "sandbox_id", "", false),
+		set(t, "retire_sandbox_id_not_a_uuid", retire, "sandbox_id", str("not-a-uuid"), false),
+		set(t, "retire_sandbox_id_empty", retire, "sandbox_id", str(""), false),
+		set(t, "retire_sandbox_id_missing", retire, "sandbox_id", "", false),
 
 		// layer.published, build.recorded, layer.delete-requested, layer.removed
 		set(t, "region_upper_case", publish, "region", str("EU-west-1"), false),

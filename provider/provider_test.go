@@ -3,6 +3,7 @@ package provider_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -172,4 +173,94 @@ func TestDeleteSandbox_escapes_external_id(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestListSandboxes_follows_every_page(t *testing.T) {
+	stub := provider.NewStub()
+	var want []provider.Sandbox
+	for i := range 7 {
+		sb := provider.Sandbox{ExternalID: fmt.Sprintf("ext-%d", i), Name: fmt.Sprintf("lab %d", i), LabDurationHours: 0.5 + float64(i)}
+		want = append(want, sb)
+	}
+	stub.Put(want...)
+	stub.SetPageSize(3)
+	srv := httptest.NewServer(stub)
+	defer srv.Close()
+
+	got, err := provider.New(srv.URL, time.Second).ListSandboxes(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, want, got, "three pages, in order, every field")
+	assert.Equal(t, 1, stub.Lists())
+}
+
+func TestListSandboxes_of_an_empty_provider_is_an_empty_list(t *testing.T) {
+	srv := httptest.NewServer(provider.NewStub())
+	defer srv.Close()
+
+	got, err := provider.New(srv.URL, time.Second).ListSandboxes(context.Background())
+	require.NoError(t, err)
+	assert.NotNil(t, got, "none, not unknown: a sync stales what it does not list")
+	assert.Empty(t, got)
+}
+
+func TestListSandboxes_ignores_members_it_does_not_know(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"sandboxes":[{"external_id":"e","name":"n","lab_duration_hours":2,"region":"eu"}],"total":1}`)
+	}))
+	defer srv.Close()
+
+	got, err := provider.New(srv.URL, time.Second).ListSandboxes(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []provider.Sandbox{{ExternalID: "e", Name: "n", LabDurationHours: 2}}, got)
+}
+
+func TestListSandboxes_fails_on_what_is_no_list(t *testing.T) {
+	tests := []struct {
+		Name string
+		Body string
+		Code int
+		Want string
+	}{
+		{Name: "error_status", Code: http.StatusServiceUnavailable, Body: "down for maintenance", Want: "down for maintenance"},
+		{Name: "not_json", Code: http.StatusOK, Body: "<html>", Want: "not a page of sandboxes"},
+		{Name: "wrong_shape", Code: http.StatusOK, Body: `{"sandboxes":{"e":1}}`, Want: "not a page of sandboxes"},
+		// The second page, asked for by its token, names itself as next.
+		{Name: "token_that_never_moves", Code: http.StatusOK, Body: `{"sandboxes":[],"next_page_token":"same"}`, Want: "with itself"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.Name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tc.Code)
+				fmt.Fprint(w, tc.Body)
+			}))
+			defer srv.Close()
+
+			_, err := provider.New(srv.URL, time.Second).ListSandboxes(context.Background())
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.Want)
+		})
+	}
+}
+
+func TestListSandboxes_sends_the_page_token_escaped(t *testing.T) {
+	var mu sync.Mutex
+	var queries []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		queries = append(queries, r.URL.RawQuery)
+		mu.Unlock()
+		if r.URL.Query().Get("page_token") == "" {
+			fmt.Fprint(w, `{"sandboxes":[{"external_id":"a","name":"a","lab_duration_hours":1}],"next_page_token":"a&b=c"}`)
+			return
+		}
+		fmt.Fprint(w, `{"sandboxes":[{"external_id":"b","name":"b","lab_duration_hours":1}]}`)
+	}))
+	defer srv.Close()
+
+	got, err := provider.New(srv.URL, time.Second).ListSandboxes(context.Background())
+	require.NoError(t, err)
+	assert.Len(t, got, 2)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"", "page_token=a%26b%3Dc"}, queries)
 }

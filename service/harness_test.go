@@ -228,6 +228,10 @@ func testConfig(prefix, providerURL string) config.Config {
 		LayerRetention:    time.Hour,
 		ProviderURL:       providerURL,
 		ProviderTimeout:   2 * time.Second,
+		// The defaults; the cleanup tests shorten them.
+		CleanupMaxAttempts: 10,
+		CleanupBackoff:     time.Minute,
+		CleanupBackoffMax:  time.Hour,
 		// The sandbox tests drive expiry by sweep and a shifted clock;
 		// TestSandbox_expired_by_its_timer covers the timers.
 		SandboxExpiry:     config.ExpirySweep,

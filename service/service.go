@@ -31,6 +31,7 @@ import (
 
 	"transit/config"
 	"transit/handlers"
+	"transit/machine"
 	"transit/messages"
 	"transit/provider"
 	"transit/router"
@@ -112,7 +113,8 @@ func (s *Service) Provision(ctx context.Context) error {
 // ServeOptions replace parts of the wiring; the zero value serves as in
 // production.
 type ServeOptions struct {
-	// Provider replaces the HTTP sandbox provider client.
+	// Provider replaces the HTTP sandbox provider client; one that also
+	// has ListSandboxes (as the client has) serves sandbox.sync pulls.
 	Provider interface {
 		DeleteSandbox(ctx context.Context, externalID string) error
 	}
@@ -169,7 +171,9 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	sandbox := handlers.NewSandbox(s.Store, opts.Provider, opts.Now)
+	sandbox := handlers.NewSandbox(s.Store, opts.Provider, opts.Now).WithCleanupPolicy(machine.CleanupPolicy{
+		MaxAttempts: s.Config.CleanupMaxAttempts, Backoff: s.Config.CleanupBackoff, BackoffMax: s.Config.CleanupBackoffMax,
+	})
 	if s.Config.SandboxExpiry == config.ExpiryTimer {
 		sandbox.WithExpiryTimers(s.Stack.CommandQueue(messages.Sandbox))
 	}

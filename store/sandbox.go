@@ -1,13 +1,15 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
@@ -22,6 +24,7 @@ const (
 	StatusAllocated       = machine.SandboxAllocated
 	StatusPendingDeletion = machine.SandboxPendingDeletion
 	StatusStale           = machine.SandboxStale
+	StatusCleanupStuck    = machine.SandboxCleanupStuck
 	// StatusDeleted is never stored: it marks the last snapshot of a
 	// sandbox the provider deleted, as recorded in the audit table.
 	StatusDeleted = machine.Deleted
@@ -45,7 +48,8 @@ type Sandbox struct {
 	// changes.
 	ExternalID string `dynamodbav:"external_id" json:"external_id"`
 	// Status is the sandbox's state: available, allocated,
-	// pending_deletion or stale (the partitions of StatusIndex).
+	// pending_deletion, stale or cleanup_stuck (the partitions of
+	// StatusIndex).
 	Status string `dynamodbav:"status" json:"status"`
 	// LabDurationHours is how long an allocation may last, in hours; it
 	// may be fractional, down to one second (1/3600).
@@ -68,14 +72,22 @@ type Sandbox struct {
 	DeletionRequestedAt int64 `dynamodbav:"deletion_requested_at,omitempty" json:"deletion_requested_at,omitempty"`
 	// CreatedAt is when a sync added the sandbox (Unix seconds).
 	CreatedAt int64 `dynamodbav:"created_at" json:"created_at"`
-	// UpdatedAt is when the item last changed (Unix seconds).
+	// UpdatedAt is when the sandbox's state or allocation last changed
+	// (Unix seconds); a sync refreshing last_synced leaves it.
 	UpdatedAt int64 `dynamodbav:"updated_at" json:"updated_at"`
-	// LastSynced is when the sync that added the sandbox ran (Unix
-	// seconds); later syncs leave it as it is.
+	// LastSynced is when a sync last listed the sandbox (Unix seconds):
+	// the one that added it, then every one that lists it again.
 	LastSynced int64 `dynamodbav:"last_synced,omitempty" json:"last_synced,omitempty"`
 	// LastDeletionError is the provider's answer to the last failed
 	// deletion, for whoever investigates a sandbox stuck in cleanup.
 	LastDeletionError string `dynamodbav:"last_deletion_error,omitempty" json:"last_deletion_error,omitempty"`
+	// NextCleanupAt is when a sandbox whose deletion failed is tried
+	// again (Unix seconds): the cleanup sweep skips it until then, and
+	// the wait doubles with each failure (TRANSIT_CLEANUP_BACKOFF).
+	NextCleanupAt int64 `dynamodbav:"next_cleanup_at,omitempty" json:"next_cleanup_at,omitempty"`
+	// StaleSince is when a sync staled the sandbox (Unix seconds); a
+	// stale sandbox listed again since (last_synced) cannot be retired.
+	StaleSince int64 `dynamodbav:"stale_since,omitempty" json:"stale_since,omitempty"`
 }
 
 // ExpiresAt is when the allocation's lab window closes.
@@ -256,7 +268,8 @@ func (s *Store) OverdueAllocations(ctx context.Context, now int64) ([]Sandbox, e
 // PendingCleanup returns the pending_deletion sandbox for a cleanup command,
 // or the command's recorded outcome: done is true when the command was
 // already decided, and then sb and err are what it decided. A sandbox not
-// pending deletion is recorded as a *Rejection.
+// pending deletion, or whose next attempt is not due yet, is recorded as
+// a *Rejection: the provider is not asked.
 func (s *Store) PendingCleanup(ctx context.Context, cmd Cmd, sandboxID string) (sb Sandbox, done bool, err error) {
 	if done, err := s.recorded(ctx, cmd, &sb); done {
 		return sb, true, err
@@ -265,39 +278,65 @@ func (s *Store) PendingCleanup(ctx context.Context, cmd Cmd, sandboxID string) (
 	if err != nil {
 		return Sandbox{}, false, fmt.Errorf("clean up %s: %w", sandboxID, err)
 	}
-	if !found || sb.Status != StatusPendingDeletion {
-		reason := messages.ReasonNotFound
-		if found {
-			reason = messages.ReasonWrongState
-		}
-		var replayed Sandbox
-		return replayed, true, s.recordRejection(ctx, cmd, sandboxEntity(sandboxID), &Rejection{Reason: reason, At: cmd.At}, &replayed)
+	var reason string
+	switch {
+	case !found:
+		reason = messages.ReasonNotFound
+	case sb.Status != StatusPendingDeletion:
+		reason = messages.ReasonWrongState
+	case sb.NextCleanupAt > cmd.At.Unix():
+		// The backoff holds for a cleanup sent by hand too: it is what
+		// spares the provider a sandbox it keeps refusing.
+		reason = machine.ReasonNotDue
+	default:
+		return sb, false, nil
 	}
-	return sb, false, nil
+	var replayed Sandbox
+	return replayed, true, s.recordRejection(ctx, cmd, sandboxEntity(sandboxID), &Rejection{Reason: reason, At: cmd.At}, &replayed)
+}
+
+// CleanupDue lists the pending deletions whose next attempt is due at
+// now, from StatusIndex: one whose deletion failed waits out its backoff
+// (next_cleanup_at); one never tried has none.
+func (s *Store) CleanupDue(ctx context.Context, now int64) ([]Sandbox, error) {
+	kc := expression.Key("status").Equal(expression.Value(StatusPendingDeletion))
+	due := expression.AttributeNotExists(expression.Name("next_cleanup_at")).
+		Or(expression.Name("next_cleanup_at").LessThanEqual(expression.Value(now)))
+	found, err := s.query(ctx, "StatusIndex", kc, &due, 0)
+	if err != nil {
+		return nil, fmt.Errorf("list pending deletions due: %w", err)
+	}
+	return found, nil
 }
 
 // Deleted removes a sandbox the provider has deleted. The returned
 // snapshot has status StatusDeleted.
 func (s *Store) Deleted(ctx context.Context, cmd Cmd, sb Sandbox) (Sandbox, error) {
-	return s.afterCleanup(ctx, cmd, sb, machine.SandboxDelete, "")
+	return s.afterCleanup(ctx, cmd, sb, machine.SandboxInput{Now: cmd.At.Unix()}, func(machine.Item, machine.SandboxInput) string {
+		return machine.SandboxDelete
+	})
 }
 
-// DeletionFailed counts a failed provider deletion; the sandbox stays
-// pending_deletion for the next cleanup.
-func (s *Store) DeletionFailed(ctx context.Context, cmd Cmd, sb Sandbox, reason string) (Sandbox, error) {
-	return s.afterCleanup(ctx, cmd, sb, machine.SandboxDeletionFailed, reason)
+// DeletionFailed counts a failed provider deletion. The sandbox stays
+// pending_deletion until its next attempt under policy, or, when that was
+// the last attempt the policy allows, becomes cleanup_stuck (the returned
+// snapshot's status says which).
+func (s *Store) DeletionFailed(ctx context.Context, cmd Cmd, sb Sandbox, reason string, policy machine.CleanupPolicy) (Sandbox, error) {
+	return s.afterCleanup(ctx, cmd, sb, machine.SandboxInput{Now: cmd.At.Unix(), Error: reason, Cleanup: policy}, machine.SandboxFailedDeletion)
 }
 
 // afterCleanup records the provider's answer on the sandbox as it was
-// read before the provider was asked. If the sandbox changed meanwhile
-// the outcome is the rejection that change gives.
-func (s *Store) afterCleanup(ctx context.Context, cmd Cmd, sb Sandbox, transition, providerError string) (Sandbox, error) {
+// read before the provider was asked, by the transition pick names. If
+// the sandbox changed meanwhile the outcome is the rejection that change
+// gives.
+func (s *Store) afterCleanup(ctx context.Context, cmd Cmd, sb Sandbox, in machine.SandboxInput, pick func(machine.Item, machine.SandboxInput) string) (Sandbox, error) {
 	read, err := rawItem(sb)
 	if err != nil {
 		return Sandbox{}, err
 	}
 	var next Sandbox
-	st := s.sandboxStep(transition, sb.SandboxID, machine.SandboxInput{Now: cmd.At.Unix(), Error: providerError})
+	transition := pick(read, in)
+	st := s.sandboxStep(transition, sb.SandboxID, in)
 	out, err := write(ctx, s, cmd, st, read, &next)
 	if err == nil && !out.Applies() {
 		err = s.recordRejection(ctx, cmd, st.entity, &Rejection{Reason: out.Reason, At: cmd.At}, &next)
@@ -320,97 +359,267 @@ func (s *Store) CleanupNotAttempted(ctx context.Context, cmd Cmd, sb Sandbox, re
 	return sb, nil
 }
 
-// SyncResult is what a sync changed.
-type SyncResult struct {
-	At     int64     `json:"at"`
-	Added  []Sandbox `json:"added"`
-	Staled []Sandbox `json:"staled"`
+// Reinstate returns a stale sandbox to the pool, free of any allocation.
+// Anything but a stale sandbox is a *Rejection: not_found or wrong_state.
+func (s *Store) Reinstate(ctx context.Context, cmd Cmd, sandboxID string) (Sandbox, error) {
+	var next Sandbox
+	if err := apply(ctx, s, cmd, s.sandboxStep(machine.SandboxReinstate, sandboxID, machine.SandboxInput{Now: cmd.At.Unix()}), &next); err != nil {
+		return next, fmt.Errorf("reinstate %s: %w", sandboxID, err)
+	}
+	return next, nil
 }
 
-// maxSyncChanges keeps a sync in one transaction (100 items, one of them
-// the audit item).
-const maxSyncChanges = 99
+// Retire deletes a stale sandbox's item; the returned snapshot has status
+// StatusDeleted. Anything but a stale sandbox is a *Rejection (not_found,
+// wrong_state), and so is one a sync listed since it was staled (listed).
+func (s *Store) Retire(ctx context.Context, cmd Cmd, sandboxID string) (Sandbox, error) {
+	var last Sandbox
+	if err := apply(ctx, s, cmd, s.sandboxStep(machine.SandboxRetire, sandboxID, machine.SandboxInput{Now: cmd.At.Unix()}), &last); err != nil {
+		return last, fmt.Errorf("retire %s: %w", sandboxID, err)
+	}
+	return last, nil
+}
 
-// ErrSyncTooLarge means a sync would change more sandboxes than one
-// transaction holds; the pool must be synced in smaller steps.
-var ErrSyncTooLarge = errors.New("sync changes more sandboxes than one transaction holds")
+// SyncResult is what a sync changed: the IDs of the sandboxes it added
+// and of those it staled. The sandboxes whose last_synced it refreshed are
+// not listed: that is every other one the inventory names.
+type SyncResult struct {
+	At     int64      `json:"at"`
+	Added  sandboxIDs `json:"added"`
+	Staled sandboxIDs `json:"staled"`
+}
 
-// Sync reconciles the pool with the provider's inventory in one
-// transaction: sandboxes new to transit become available; available or
-// allocated sandboxes the provider no longer lists become stale.
+// sandboxIDs is a list of sandbox IDs as a sync records it. Outcomes
+// recorded before syncs recorded IDs alone hold whole sandboxes; those
+// still decode, so a sync redelivered (or redriven) across the upgrade
+// replays rather than failing.
+type sandboxIDs []string
+
+func (ids *sandboxIDs) UnmarshalJSON(b []byte) error {
+	var plain []string
+	if err := json.Unmarshal(b, &plain); err == nil {
+		*ids = plain
+		return nil
+	}
+	var whole []struct {
+		SandboxID string `json:"sandbox_id"`
+	}
+	if err := json.Unmarshal(b, &whole); err != nil {
+		return err
+	}
+	*ids = make(sandboxIDs, len(whole))
+	for i, sb := range whole {
+		(*ids)[i] = sb.SandboxID
+	}
+	return nil
+}
+
+// transactionItems is how many writes one DynamoDB transaction holds.
+const transactionItems = 100
+
+// maxSyncReported bounds the sandboxes one sync adds and stales: their
+// IDs make its sandbox.synced event (36 characters and a few of JSON
+// each, within SNS's 256 KiB) and its recorded outcome (within
+// DynamoDB's 400 KB item). The refreshes of last_synced have no bound.
+const maxSyncReported = 5000
+
+// ErrSyncTooLarge means a sync would add and stale more sandboxes than
+// its event can list; the pool must be synced in smaller steps.
+var ErrSyncTooLarge = errors.New("sync adds and stales more sandboxes than one sandbox.synced event can list")
+
+// syncChange is one sandbox's transition in a sync.
+type syncChange struct {
+	transition string
+	externalID string
+	in         machine.SandboxInput
+	// read is the item the change was decided on; nil for an addition.
+	read machine.Item
+}
+
+// Sync reconciles the pool with the provider's inventory: sandboxes new
+// to transit become available, available or allocated ones it no longer
+// lists become stale, and every other one it lists has its last_synced
+// refreshed. The writes go in transactions of at most 100 items, stalings
+// first (a sandbox the provider no longer has should leave the pool
+// before anything else happens), then additions, then refreshes; the last
+// transaction carries the command's outcome, so a sync has one outcome
+// however many transactions it takes. A redelivery after a crash between
+// two of them finds no outcome, reads the pool again and decides again:
+// each write is conditioned on the state it was decided on, so what the
+// first attempt applied is found applied (an added sandbox is listed, a
+// staled one is stale) and only the rest is written (DECISIONS.md).
 func (s *Store) Sync(ctx context.Context, cmd Cmd, inventory []messages.InventoryItem) (SyncResult, error) {
+	var res SyncResult
+	if done, err := s.recorded(ctx, cmd, &res); done {
+		return res, err
+	}
 	now := cmd.At.Unix()
-	known := map[string]Sandbox{}
+	listed := make(map[string]messages.InventoryItem, len(inventory))
+	for _, it := range inventory {
+		listed[it.ExternalID] = it
+	}
+	known := map[string]machine.Item{}
 	for _, status := range SandboxStatuses {
 		found, err := s.queryStatus(ctx, status, nil, 0)
 		if err != nil {
 			return SyncResult{}, fmt.Errorf("sync: %w", err)
 		}
 		for _, sb := range found {
-			known[sb.ExternalID] = sb
+			item, err := rawItem(sb)
+			if err != nil {
+				return SyncResult{}, err
+			}
+			known[sb.ExternalID] = item
 		}
 	}
-	listed := make(map[string]bool, len(inventory))
-	res := SyncResult{At: now}
-	var items []types.TransactWriteItem
+	var staled, added, refreshed []syncChange
 	for _, it := range inventory {
-		listed[it.ExternalID] = true
-		if _, ok := known[it.ExternalID]; ok {
+		if ch, ok := decideSync(it.ExternalID, listed, known[it.ExternalID], now, true); ok && ch.read == nil {
+			added = append(added, ch)
+		} else if ok {
+			refreshed = append(refreshed, ch)
+		}
+	}
+	for ext, item := range known {
+		if _, ok := listed[ext]; ok {
 			continue
 		}
-		in := machine.SandboxInput{Now: now, Listed: it, SandboxID: SandboxIDFor(it.ExternalID)}
-		sb, item, err := s.syncStep(machine.SandboxAdd, in, nil)
-		if err != nil {
+		if ch, ok := decideSync(ext, listed, item, now, false); ok {
+			staled = append(staled, ch)
+		}
+	}
+	// The same inventory on the same pool writes the same transactions.
+	slices.SortFunc(staled, func(a, b syncChange) int { return cmp.Compare(a.in.SandboxID, b.in.SandboxID) })
+	if n := len(added) + len(staled); n > maxSyncReported {
+		return SyncResult{}, fmt.Errorf("sync would add %d and stale %d sandboxes, at most %d together: %w", len(added), len(staled), maxSyncReported, ErrSyncTooLarge)
+	}
+	changes := slices.Concat(staled, added, refreshed)
+	res = SyncResult{At: now, Added: sandboxIDs{}, Staled: sandboxIDs{}}
+	for len(changes) >= transactionItems {
+		if err := s.syncChunk(ctx, cmd, slices.Clone(changes[:transactionItems]), false, listed, &res); err != nil {
 			return SyncResult{}, err
 		}
-		items = append(items, item)
-		res.Added = append(res.Added, sb)
+		changes = changes[transactionItems:]
 	}
-	for _, known := range known {
-		if listed[known.ExternalID] || (known.Status != StatusAvailable && known.Status != StatusAllocated) {
-			continue
-		}
-		read, err := rawItem(known)
-		if err != nil {
-			return SyncResult{}, err
-		}
-		sb, item, err := s.syncStep(machine.SandboxMarkStale, machine.SandboxInput{Now: now, SandboxID: known.SandboxID}, read)
-		if err != nil {
-			return SyncResult{}, err
-		}
-		items = append(items, item)
-		res.Staled = append(res.Staled, sb)
-	}
-	if len(items) > maxSyncChanges {
-		return SyncResult{}, fmt.Errorf("sync would change %d sandboxes, at most %d: %w", len(items), maxSyncChanges, ErrSyncTooLarge)
-	}
-	put, err := s.newAuditPut(cmd, "POOL", Applied, "", res)
-	if err != nil {
+	if err := s.syncChunk(ctx, cmd, slices.Clone(changes), true, listed, &res); err != nil {
 		return SyncResult{}, err
-	}
-	if err := s.settle(ctx, cmd, append(items, put), &res); err != nil {
-		return SyncResult{}, fmt.Errorf("sync: %w", err)
 	}
 	return res, nil
 }
 
-// syncStep is one sandbox's transition in a sync's transaction, and the
-// sandbox after it.
-func (s *Store) syncStep(transition string, in machine.SandboxInput, read machine.Item) (Sandbox, types.TransactWriteItem, error) {
-	st := s.sandboxStep(transition, in.SandboxID, in)
-	out := st.m.Decide(st.t, read, read, in)
-	var sb Sandbox
+// SyncOutcome returns the recorded outcome of a sync command, if it has
+// one: a sync that pulls its inventory asks first, so a redelivery does
+// not ask the provider again.
+func (s *Store) SyncOutcome(ctx context.Context, cmd Cmd) (SyncResult, bool, error) {
+	var res SyncResult
+	done, err := s.recorded(ctx, cmd, &res)
+	return res, done, err
+}
+
+// decideSync is what a sync does to the sandbox with externalID, as item
+// (nil when there is none): add it when listed and unknown, refresh its
+// last_synced when listed, stale it when not listed and mark-stale
+// applies, else nothing. add says whether an unknown listed sandbox is
+// added; a sandbox that vanished while the sync ran (cleaned up, retired)
+// is not brought back on the strength of an inventory read before.
+func decideSync(externalID string, listed map[string]messages.InventoryItem, item machine.Item, now int64, add bool) (syncChange, bool) {
+	it, isListed := listed[externalID]
+	ch := syncChange{externalID: externalID, in: machine.SandboxInput{Now: now, Listed: it}, read: item}
+	if item == nil {
+		ch.transition, ch.in.SandboxID = machine.SandboxAdd, SandboxIDFor(externalID)
+		return ch, isListed && add
+	}
+	if id, ok := item["sandbox_id"].(*types.AttributeValueMemberS); ok {
+		ch.in.SandboxID = id.Value
+	}
+	state, _ := item["status"].(*types.AttributeValueMemberS)
+	switch {
+	case isListed && state != nil && slices.Contains(SandboxStatuses, state.Value):
+		ch.transition = machine.SandboxMarkListedFrom(state.Value)
+		return ch, true
+	case isListed:
+		return ch, false
+	}
+	ch.transition = machine.SandboxMarkStale
+	return ch, machine.Sandbox.Decide(machine.Sandbox.Transition(ch.transition), item, item, ch.in).Applies()
+}
+
+// syncChunk writes changes in one transaction, with the command's outcome
+// when final, and adds what they added and staled to res once it commits.
+// A change whose item changed since it was read is decided again on the
+// item as it now is (dropped when nothing is left to do), and the
+// transaction tried again.
+func (s *Store) syncChunk(ctx context.Context, cmd Cmd, changes []syncChange, final bool, listed map[string]messages.InventoryItem, res *SyncResult) error {
+	for round := 0; round < allocateRounds; round++ {
+		next := SyncResult{At: res.At, Added: slices.Clone(res.Added), Staled: slices.Clone(res.Staled)}
+		items := make([]types.TransactWriteItem, 0, len(changes)+1)
+		for _, ch := range changes {
+			item, err := s.syncWrite(ch)
+			if err != nil {
+				return err
+			}
+			items = append(items, item)
+			switch ch.transition {
+			case machine.SandboxAdd:
+				next.Added = append(next.Added, ch.in.SandboxID)
+			case machine.SandboxMarkStale:
+				next.Staled = append(next.Staled, ch.in.SandboxID)
+			}
+		}
+		if final {
+			put, err := s.newAuditPut(cmd, "POOL", Applied, "", next)
+			if err != nil {
+				return err
+			}
+			items = append(items, put)
+		}
+		if len(items) == 0 {
+			return nil
+		}
+		err := s.transact(ctx, items)
+		var i int
+		switch {
+		case err == nil:
+			*res = next
+			return nil
+		case final && errors.Is(err, errAlreadyApplied):
+			return s.replay(ctx, cmd, res)
+		case !final && errors.Is(err, errAlreadyApplied):
+			// transact reads a failed last item as the outcome's; without
+			// one, the last item is a change.
+			i = len(changes) - 1
+		default:
+			var ce *conflictError
+			if !errors.As(err, &ce) || ce.item >= len(changes) {
+				return fmt.Errorf("sync: %w", err)
+			}
+			i = ce.item
+		}
+		current, err := getRaw(ctx, s.db, s.sandboxes, sandboxKey(changes[i].in.SandboxID))
+		if err != nil {
+			return fmt.Errorf("sync: %w", err)
+		}
+		if ch, ok := decideSync(changes[i].externalID, listed, current, res.At, false); ok {
+			changes[i] = ch
+		} else {
+			changes = slices.Delete(changes, i, i+1)
+		}
+	}
+	return fmt.Errorf("sync: %w", errConflict)
+}
+
+// syncWrite is the transaction item of one sync change.
+func (s *Store) syncWrite(ch syncChange) (types.TransactWriteItem, error) {
+	st := s.sandboxStep(ch.transition, ch.in.SandboxID, ch.in)
+	out := st.m.Decide(st.t, ch.read, ch.read, ch.in)
 	if !out.Applies() {
-		return sb, types.TransactWriteItem{}, fmt.Errorf("sync: %s of %s: %s", transition, in.SandboxID, out.Reason)
+		return types.TransactWriteItem{}, fmt.Errorf("sync: %s of %s: %s", ch.transition, ch.in.SandboxID, out.Reason)
 	}
-	if err := attributevalue.UnmarshalMap(out.Next, &sb); err != nil {
-		return sb, types.TransactWriteItem{}, fmt.Errorf("sync: decode %s: %w", in.SandboxID, err)
-	}
-	item, err := transitionWrite(st, read, out.Next)
+	item, err := transitionWrite(st, ch.read, out.Next)
 	if err != nil {
-		return sb, types.TransactWriteItem{}, fmt.Errorf("sync: %w", err)
+		return types.TransactWriteItem{}, fmt.Errorf("sync: %w", err)
 	}
-	return sb, item, nil
+	return item, nil
 }
 
 // GetSandbox reads one sandbox with a strongly consistent read.
