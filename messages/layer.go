@@ -200,7 +200,8 @@ type BuildRecordedEventPayload struct {
 	Latest           bool   `json:"latest"`
 }
 
-// LayerRejectedPayload is a refused layer or build command.
+// LayerRejectedPayload is a refused layer or build command, or a layer
+// version Lambda refused to delete.
 type LayerRejectedPayload struct {
 	Region  string `json:"region,omitempty"`
 	Package string `json:"package"`

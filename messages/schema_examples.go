@@ -71,7 +71,7 @@ var examples = map[string]any{
 	SchemaID(EventSchema, LayerDeleteRejected):  LayerRejectedPayload{Region: "eu-west-1", Package: "requests", Version: 3, Reason: ReasonIsLatest},
 	SchemaID(EventSchema, LayerVersionDeleted): LayerRemovedPayload{LayerVersionPayload: LayerVersionPayload{Region: "eu-west-1", Package: "requests", Version: 2},
 		ARN: "arn:aws:lambda:eu-west-1:123456789012:layer:requests:2"},
-	SchemaID(EventSchema, LayerVersionDeleteFail): LayerRejectedPayload{Region: "eu-west-1", Package: "requests", Version: 2, Reason: "lambda answered 429"},
+	SchemaID(EventSchema, LayerVersionDeleteFail): LayerRejectedPayload{Region: "eu-west-1", Package: "requests", Version: 2, Reason: "AccessDeniedException: not authorized to perform lambda:DeleteLayerVersion"},
 
 	SchemaID(EventSchema, TimerCreated): TimerCreatedPayload{TimerID: "order-42:reminder", TimerUUID: exampleTimerUUID, GroupID: "orders",
 		Shard: 3, ExecuteAt: exampleTime, Callback: "https://hooks.example.com/due?order=42"},

@@ -306,7 +306,7 @@ func runQuery(ctx context.Context, args []string) error {
 func querySandboxes(ctx context.Context, args []string) error {
 	var status, track string
 	svc, _, err := setup(ctx, "query sandboxes", args, func(fs *flag.FlagSet) {
-		fs.StringVar(&status, "status", "", "only this status (available, allocated, pending_deletion, stale)")
+		fs.StringVar(&status, "status", "", "only this status (available, allocated, pending_deletion, cleanup_stuck, stale)")
 		fs.StringVar(&track, "track", "", "only what this track holds (TrackIndex)")
 	})
 	if err != nil {
