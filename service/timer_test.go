@@ -467,20 +467,27 @@ func total(m map[int][]int) int {
 	return n
 }
 
-// TestSandbox_expired_by_its_timer: an allocation with a 2-second lab is
-// expired by its timer; no sweep runs.
-func TestSandbox_expired_by_its_timer(t *testing.T) {
+// timedAllocation serves a stack whose allocations arm expiry timers (no
+// sweep), syncs one sandbox with a lab of labSeconds and allocates it to
+// track, returning the allocation's command ID and event.
+func timedAllocation(t *testing.T, labSeconds float64, track string) (*stack, string, messages.SandboxAllocatedPayload) {
+	t.Helper()
 	s := newStack(t, func(c *config.Config) { c.SandboxExpiry = config.ExpiryTimer; c.SweepInterval = 0 })
 	s.serve(service.ServeOptions{Now: time.Now})
 	sync := uuid.NewString()
 	s.send(sync, messages.SandboxSync, messages.SandboxSyncPayload{Inventory: []messages.InventoryItem{
-		{ExternalID: "short-lab", Name: "short", LabDurationHours: 2.0 / 3600},
+		{ExternalID: "lab-" + track, Name: track, LabDurationHours: labSeconds / 3600},
 	}})
 	s.eventFor(sync, messages.SandboxSynced)
-
 	alloc := uuid.NewString()
-	s.send(alloc, messages.SandboxAllocate, messages.SandboxAllocatePayload{TrackID: "track-short"})
-	allocated := payloadOf[messages.SandboxAllocatedPayload](t, s.eventFor(alloc, messages.SandboxAllocated))
+	s.send(alloc, messages.SandboxAllocate, messages.SandboxAllocatePayload{TrackID: track})
+	return s, alloc, payloadOf[messages.SandboxAllocatedPayload](t, s.eventFor(alloc, messages.SandboxAllocated))
+}
+
+// TestSandbox_expired_by_its_timer: an allocation with a 2-second lab is
+// expired by its timer; no sweep runs.
+func TestSandbox_expired_by_its_timer(t *testing.T) {
+	s, alloc, allocated := timedAllocation(t, 2, "track-short")
 	assert.Equal(t, allocated.AllocatedAt+2, allocated.ExpiresAt)
 
 	expire := messages.DerivedID(alloc, messages.SandboxExpire, allocated.SandboxID)
@@ -558,17 +565,7 @@ func TestTimers_delete_before_due_never_fires(t *testing.T) {
 // expiry timer (its ID derived from the release); the timer is gone and
 // no sandbox.expire is applied once the window closes.
 func TestSandbox_release_deletes_its_expiry_timer(t *testing.T) {
-	s := newStack(t, func(c *config.Config) { c.SandboxExpiry = config.ExpiryTimer; c.SweepInterval = 0 })
-	s.serve(service.ServeOptions{Now: time.Now})
-	sync := uuid.NewString()
-	s.send(sync, messages.SandboxSync, messages.SandboxSyncPayload{Inventory: []messages.InventoryItem{
-		{ExternalID: "released-lab", Name: "released", LabDurationHours: 8.0 / 3600},
-	}})
-	s.eventFor(sync, messages.SandboxSynced)
-
-	alloc := uuid.NewString()
-	s.send(alloc, messages.SandboxAllocate, messages.SandboxAllocatePayload{TrackID: "track-release"})
-	allocated := payloadOf[messages.SandboxAllocatedPayload](t, s.eventFor(alloc, messages.SandboxAllocated))
+	s, alloc, allocated := timedAllocation(t, 8, "track-release")
 	timerID := "sandbox-expiry:" + allocated.SandboxID
 	// Released once the timer exists: a delete handled before the create
 	// would find nothing and leave the later timer to fire into a rejection.

@@ -1,7 +1,6 @@
 package service_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"net/http/httptest"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -225,19 +223,8 @@ func TestWireForms_resend_with_the_same_id_attribute_applies_once(t *testing.T) 
 	assert.Equal(t, aws.ToString(sent.MessageId), ev.Envelope.CorrelationID, "no correlation attribute: the command ID stands in")
 }
 
-// logBuffer collects a service's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) lines(level string) []string {
+// lines are the buffered log lines at level.
+func (b *syncBuffer) lines(level string) []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []string
@@ -250,8 +237,8 @@ func (b *logBuffer) lines(level string) []string {
 }
 
 // captureLogs sends the stack's log to a buffer; call it before serve.
-func (s *stack) captureLogs() *logBuffer {
-	b := &logBuffer{}
+func (s *stack) captureLogs() *syncBuffer {
+	b := &syncBuffer{}
 	s.svc.Logger = slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	return b
 }
