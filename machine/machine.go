@@ -70,7 +70,8 @@ type Guard[In any] struct {
 	Value func(in In, read Item) any
 }
 
-// Assign sets one attribute of the next state.
+// Assign sets one attribute of the next state; a Value of nil leaves the
+// attribute as it is (an optional field the command left out).
 type Assign[In any] struct {
 	Attr  string
 	Value func(in In, read Item) any
@@ -96,6 +97,9 @@ type Transition[In any] struct {
 	// the one a rejection emits.
 	Event    messages.Type
 	Rejected messages.Type
+	// Refuse gives the reason for starting states the transition does
+	// not take where wrong_state would say too little (is_latest, say).
+	Refuse map[string]string
 }
 
 // Machine is one domain's state machine over the items of one table.
@@ -103,7 +107,10 @@ type Machine[In any] struct {
 	Name string
 	// State is the attribute that holds the state; Key an attribute every
 	// existing item has (a key attribute).
-	State, Key  string
+	State, Key string
+	// Unset names the state of an item that exists without the State
+	// attribute (a sparse index's key, say); empty when every item has it.
+	Unset       string
 	States      []string
 	Transitions []Transition[In]
 }
@@ -144,8 +151,12 @@ func (m *Machine[In]) Decide(t *Transition[In], item, read Item, in In) Outcome 
 	if item == nil && !slices.Contains(t.From, Absent) {
 		return Outcome{Reason: messages.ReasonNotFound, Event: t.Rejected}
 	}
-	if !slices.Contains(t.From, m.stateOf(item)) {
-		return Outcome{Reason: messages.ReasonWrongState, Event: t.Rejected}
+	if state := m.stateOf(item); !slices.Contains(t.From, state) {
+		reason := t.Refuse[state]
+		if reason == "" {
+			reason = messages.ReasonWrongState
+		}
+		return Outcome{Reason: reason, Event: t.Rejected}
 	}
 	for _, g := range t.Guards {
 		if holds(g, item, in, read) {
@@ -166,7 +177,7 @@ func (m *Machine[In]) stateOf(item Item) string {
 	if s, ok := item[m.State].(*types.AttributeValueMemberS); ok {
 		return s.Value
 	}
-	return Absent
+	return m.Unset
 }
 
 func (m *Machine[In]) next(t *Transition[In], item Item, in In, read Item) Item {
@@ -178,8 +189,13 @@ func (m *Machine[In]) next(t *Transition[In], item Item, in In, read Item) Item 
 		next[k] = v
 	}
 	next[m.State] = &types.AttributeValueMemberS{Value: t.To}
+	if t.To == m.Unset {
+		delete(next, m.State)
+	}
 	for _, a := range t.Set {
-		next[a.Attr] = marshal(a.Value(in, read))
+		if v := a.Value(in, read); v != nil {
+			next[a.Attr] = marshal(v)
+		}
 	}
 	for _, attr := range t.Remove {
 		delete(next, attr)
@@ -194,11 +210,15 @@ func (m *Machine[In]) Condition(t *Transition[In], in In, read Item) expression.
 	var conds []expression.ConditionBuilder
 	var states []string
 	for _, s := range t.From {
-		if s == Absent {
+		switch s {
+		case Absent:
 			conds = append(conds, expression.AttributeNotExists(expression.Name(m.Key)))
-			continue
+		case m.Unset:
+			conds = append(conds, expression.AttributeExists(expression.Name(m.Key)).
+				And(expression.AttributeNotExists(expression.Name(m.State))))
+		default:
+			states = append(states, s)
 		}
-		states = append(states, s)
 	}
 	if len(states) > 0 {
 		inState := expression.Name(m.State).Equal(expression.Value(states[0]))
@@ -248,9 +268,16 @@ func guardCondition[In any](g Guard[In], in In, read Item) expression.ConditionB
 // Update is the DynamoDB update of transition t (one that does not delete
 // its item): the new state and every assignment.
 func (m *Machine[In]) Update(t *Transition[In], in In, read Item) expression.UpdateBuilder {
-	update := expression.Set(expression.Name(m.State), expression.Value(t.To))
+	var update expression.UpdateBuilder
+	if t.To == m.Unset {
+		update = update.Remove(expression.Name(m.State))
+	} else {
+		update = update.Set(expression.Name(m.State), expression.Value(t.To))
+	}
 	for _, a := range t.Set {
-		update = update.Set(expression.Name(a.Attr), expression.Value(a.Value(in, read)))
+		if v := a.Value(in, read); v != nil {
+			update = update.Set(expression.Name(a.Attr), expression.Value(v))
+		}
 	}
 	for _, attr := range t.Remove {
 		update = update.Remove(expression.Name(attr))
@@ -330,4 +357,13 @@ func (m *Machine[In]) Mermaid() string {
 		}
 	}
 	return b.String()
+}
+
+// readNumber is the number attr had when the item was read, exactly as
+// stored (0 when it had none), for pins.
+func readNumber(read Item, attr string) any {
+	if n, ok := read[attr].(*types.AttributeValueMemberN); ok {
+		return attributevalue.Number(n.Value)
+	}
+	return attributevalue.Number("0")
 }

@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"transit/messages"
@@ -318,12 +317,7 @@ func windowStart(in SandboxInput, read Item) any {
 // readValue is the number attr had when the item was read, exactly as
 // stored.
 func readValue(attr string) func(SandboxInput, Item) any {
-	return func(_ SandboxInput, read Item) any {
-		if n, ok := read[attr].(*types.AttributeValueMemberN); ok {
-			return attributevalue.Number(n.Value)
-		}
-		return attributevalue.Number("0")
-	}
+	return func(_ SandboxInput, read Item) any { return readNumber(read, attr) }
 }
 
 // number is a numeric attribute of item, 0 when absent.

@@ -5,17 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"transit/machine"
 	"transit/messages"
 )
 
-// Layer deployment statuses (dplySts); a deleted version has none.
+// Layer deployment statuses (dplySts), the states of machine.Layer; a
+// deleted version has none.
 const (
-	LayerLatest     = "latest"
-	LayerDeprecated = "deprecated"
+	LayerLatest     = machine.LayerLatest
+	LayerDeprecated = machine.LayerDeprecated
 )
 
 // LayerVersion is a layer version item (sk lyrVrsn#v<version>) or, with
@@ -121,168 +125,172 @@ func layerEntity(region, pkg string, version int) string {
 // A version already recorded is a *Rejection (already_recorded).
 func (s *Store) PublishLayer(ctx context.Context, cmd Cmd, p messages.LayerPublishedPayload) (LayerPublication, error) {
 	now := cmd.At.Unix()
-	entity := layerEntity(p.Region, p.Package, p.Version)
 	pk := layerPK(p.Region, p.Package)
-	for round := 0; round < allocateRounds; round++ {
-		ptr, found, err := getItem[LayerVersion](ctx, s.db, s.layers, key(pk, layerPointerSK))
-		if err != nil {
-			return LayerPublication{}, fmt.Errorf("publish %s: %w", entity, err)
-		}
-		v := LayerVersion{PK: pk, SK: layerSK(p.Version), Region: p.Region, Package: p.Package, Version: p.Version,
-			ARN: p.ARN, RequirementsHash: p.RequirementsHash, PublishedAt: now}
-		res := LayerPublication{Latest: !found || ptr.Version < p.Version}
-		var items []types.TransactWriteItem
-		if res.Latest {
-			v.Status = LayerLatest
-			pointer := v
-			pointer.SK, pointer.Status = layerPointerSK, ""
-			pointerCond := expression.AttributeNotExists(expression.Name("pk"))
-			if found {
-				pointerCond = expression.Name("vrsn").Equal(expression.Value(ptr.Version))
-			}
-			put, err := putIn(s.layers, pointer, pointerCond)
-			if err != nil {
-				return LayerPublication{}, err
-			}
-			items = append(items, put)
-			if found {
-				res.Deprecated = ptr.Version
-				deprecate, err := updateIn(s.layers, key(pk, layerSK(ptr.Version)),
-					expression.Set(expression.Name("dplySts"), expression.Value(LayerDeprecated)).
-						Set(expression.Name("deprecated_at"), expression.Value(now)).
-						Set(expression.Name("ttl"), expression.Value(cmd.At.Add(s.layerRetention).Unix())),
-					expression.Name("dplySts").Equal(expression.Value(LayerLatest)))
-				if err != nil {
-					return LayerPublication{}, err
-				}
-				items = append(items, deprecate)
-			}
-		} else {
-			// Late: a newer version is the latest; keep it so.
-			v.Status, v.DeprecatedAt, v.TTL = LayerDeprecated, now, cmd.At.Add(s.layerRetention).Unix()
-			check, err := conditionCheck(s.layers, key(pk, layerPointerSK), expression.Name("vrsn").Equal(expression.Value(ptr.Version)))
-			if err != nil {
-				return LayerPublication{}, err
-			}
-			items = append(items, check)
-		}
-		row, err := putIn(s.layers, v, expression.AttributeNotExists(expression.Name("pk")))
-		if err != nil {
-			return LayerPublication{}, err
-		}
-		res.Version = v
-		put, err := s.newAuditPut(cmd, entity, Applied, "", res)
-		if err != nil {
-			return LayerPublication{}, err
-		}
-		items = append([]types.TransactWriteItem{row}, append(items, put)...)
-		err = s.settle(ctx, cmd, items, &res)
-		switch {
-		case conflictOn(err, 0):
-			var replayed LayerPublication
-			return replayed, s.recordRejection(ctx, cmd, entity, &Rejection{Reason: messages.ReasonAlreadyRecorded, At: cmd.At}, &replayed)
-		case errors.Is(err, errConflict):
-			continue // the pointer moved: decide again
-		case err != nil:
-			return LayerPublication{}, fmt.Errorf("publish %s: %w", entity, err)
-		}
-		return res, nil
+	v := LayerVersion{PK: pk, SK: layerSK(p.Version), Region: p.Region, Package: p.Package, Version: p.Version,
+		ARN: p.ARN, RequirementsHash: p.RequirementsHash, PublishedAt: now}
+	pointer := v
+	pointer.SK = layerPointerSK
+	in, err := layerInput(cmd, s.layerRetention, v, pointer, p.Version)
+	if err != nil {
+		return LayerPublication{}, err
 	}
-	return LayerPublication{}, fmt.Errorf("publish %s: %w", entity, errConflict)
+	rows := rowSteps{
+		row:     step[machine.LayerInput]{m: machine.Layer, table: s.layers, key: key(pk, v.SK), in: in, entity: layerEntity(p.Region, p.Package, p.Version)},
+		pointer: step[machine.LayerInput]{m: machine.LayerPointer, table: s.layers, key: key(pk, layerPointerSK), in: in},
+		latest:  machine.LayerPublish, late: machine.LayerPublishLate,
+	}
+	var res LayerPublication
+	err = s.writeRow(ctx, cmd, rows, func(latest bool, prev int) ([]types.TransactWriteItem, error) {
+		res = LayerPublication{Latest: latest}
+		if !latest || prev == 0 {
+			return nil, nil
+		}
+		res.Deprecated = prev
+		deprecate := step[machine.LayerInput]{m: machine.Layer, t: machine.Layer.Transition(machine.LayerDeprecate), table: s.layers, key: key(pk, layerSK(prev)), in: in}
+		item, err := transitionWrite(deprecate, nil, nil)
+		return []types.TransactWriteItem{item}, err
+	}, &res.Version, &res)
+	return res, err
 }
 
 // RecordBuild records a build and moves the bldVrsn0# pointer to it, only
 // forward, in one transaction. A build already recorded is a *Rejection.
 func (s *Store) RecordBuild(ctx context.Context, cmd Cmd, p messages.BuildRecordedPayload) (BuildRecord, error) {
-	now := cmd.At.Unix()
-	entity := fmt.Sprintf("BUILD#%s#%d", p.Package, p.Version)
-	for round := 0; round < allocateRounds; round++ {
-		ptr, found, err := getItem[Build](ctx, s.db, s.layers, key(buildPointerPK, buildSK(p.Package)))
-		if err != nil {
-			return BuildRecord{}, fmt.Errorf("record %s: %w", entity, err)
-		}
-		b := Build{PK: buildPK(p.Version), SK: buildSK(p.Package), Package: p.Package, Version: p.Version,
-			Requirements: p.Requirements, RequirementsHash: p.RequirementsHash, RecordedAt: now}
-		res := BuildRecord{Build: b, Latest: !found || ptr.Version < p.Version}
-		row, err := putIn(s.layers, b, expression.AttributeNotExists(expression.Name("pk")))
-		if err != nil {
-			return BuildRecord{}, err
-		}
-		var pointerItem types.TransactWriteItem
-		switch {
-		case !found:
-			pointer := b
-			pointer.PK = buildPointerPK
-			pointerItem, err = putIn(s.layers, pointer, expression.AttributeNotExists(expression.Name("pk")))
-		case res.Latest:
-			pointer := b
-			pointer.PK = buildPointerPK
-			pointerItem, err = putIn(s.layers, pointer, expression.Name("vrsn").Equal(expression.Value(ptr.Version)))
-		default:
-			pointerItem, err = conditionCheck(s.layers, key(buildPointerPK, buildSK(p.Package)), expression.Name("vrsn").Equal(expression.Value(ptr.Version)))
-		}
-		if err != nil {
-			return BuildRecord{}, err
-		}
-		put, err := s.newAuditPut(cmd, entity, Applied, "", res)
-		if err != nil {
-			return BuildRecord{}, err
-		}
-		err = s.settle(ctx, cmd, []types.TransactWriteItem{row, pointerItem, put}, &res)
-		switch {
-		case conflictOn(err, 0):
-			var replayed BuildRecord
-			return replayed, s.recordRejection(ctx, cmd, entity, &Rejection{Reason: messages.ReasonAlreadyRecorded, At: cmd.At}, &replayed)
-		case errors.Is(err, errConflict):
-			continue
-		case err != nil:
-			return BuildRecord{}, fmt.Errorf("record %s: %w", entity, err)
-		}
-		return res, nil
+	b := Build{PK: buildPK(p.Version), SK: buildSK(p.Package), Package: p.Package, Version: p.Version,
+		Requirements: p.Requirements, RequirementsHash: p.RequirementsHash, RecordedAt: cmd.At.Unix()}
+	pointer := b
+	pointer.PK = buildPointerPK
+	in, err := layerInput(cmd, s.layerRetention, b, pointer, p.Version)
+	if err != nil {
+		return BuildRecord{}, err
 	}
-	return BuildRecord{}, fmt.Errorf("record %s: %w", entity, errConflict)
+	rows := rowSteps{
+		row:     step[machine.LayerInput]{m: machine.Build, table: s.layers, key: key(b.PK, b.SK), in: in, entity: fmt.Sprintf("BUILD#%s#%d", p.Package, p.Version)},
+		pointer: step[machine.LayerInput]{m: machine.BuildPointer, table: s.layers, key: key(buildPointerPK, b.SK), in: in},
+		latest:  machine.BuildRecord, late: machine.BuildRecord,
+	}
+	var res BuildRecord
+	err = s.writeRow(ctx, cmd, rows, func(latest bool, _ int) ([]types.TransactWriteItem, error) {
+		res = BuildRecord{Latest: latest}
+		return nil, nil
+	}, &res.Build, &res)
+	return res, err
+}
+
+func layerInput(cmd Cmd, retention time.Duration, row, pointer any, version int) (machine.LayerInput, error) {
+	r, err := rawItem(row)
+	if err != nil {
+		return machine.LayerInput{}, err
+	}
+	p, err := rawItem(pointer)
+	if err != nil {
+		return machine.LayerInput{}, err
+	}
+	return machine.LayerInput{Now: cmd.At.Unix(), Expires: cmd.At.Add(retention).Unix(), Row: r, Pointer: p, Version: version}, nil
+}
+
+// rowSteps are a versioned row and the pointer to its package's latest
+// version: the row takes latest when the pointer advances to it, late
+// when the pointer holds a newer one.
+type rowSteps struct {
+	row, pointer step[machine.LayerInput]
+	latest, late string
+}
+
+// writeRow creates a versioned row and moves its pointer only forward, in
+// one transaction with the command's outcome, reading the pointer again
+// while it moves under the write. also adds the transaction's other
+// writes, told whether the row is the latest and the version it replaces
+// (0 for none), and fills the outcome. A row already there is a
+// *Rejection, its reason decided on the item DynamoDB returns.
+func (s *Store) writeRow(ctx context.Context, cmd Cmd, rows rowSteps, also func(latest bool, replaced int) ([]types.TransactWriteItem, error), snapshot, result any) error {
+	for round := 0; round < allocateRounds; round++ {
+		ptr, err := getRaw(ctx, s.db, rows.pointer.table, rows.pointer.key)
+		if err != nil {
+			return fmt.Errorf("%s: %w", rows.row.entity, err)
+		}
+		pointer, row := rows.pointer, rows.row
+		pointer.t, row.t = pointerTransition(ptr, pointer), row.m.Transition(rows.latest)
+		if pointer.t.Name == machine.PointerHold {
+			row.t = row.m.Transition(rows.late)
+		}
+		out := row.m.Decide(row.t, nil, nil, row.in)
+		rowItem, err := transitionWrite(row, nil, out.Next)
+		if err != nil {
+			return err
+		}
+		ptrItem, err := transitionWrite(pointer, ptr, pointer.m.Decide(pointer.t, ptr, ptr, pointer.in).Next)
+		if err != nil {
+			return err
+		}
+		var replaced int
+		if ptr != nil {
+			if err := attributevalue.Unmarshal(ptr["vrsn"], &replaced); err != nil {
+				return fmt.Errorf("decode pointer of %s: %w", rows.row.entity, err)
+			}
+		}
+		more, err := also(pointer.t.Name != machine.PointerHold, replaced)
+		if err != nil {
+			return err
+		}
+		if err := attributevalue.UnmarshalMap(out.Next, snapshot); err != nil {
+			return fmt.Errorf("decode %s: %w", rows.row.entity, err)
+		}
+		put, err := s.newAuditPut(cmd, row.entity, Applied, "", result)
+		if err != nil {
+			return err
+		}
+		items := append(append([]types.TransactWriteItem{rowItem, ptrItem}, more...), put)
+		err = s.settle(ctx, cmd, items, result)
+		var ce *conflictError
+		switch {
+		case errors.As(err, &ce) && ce.item == 0 && !ce.raced:
+			current := ce.current
+			if current == nil {
+				// An emulator that does not return the item with its refusal.
+				if current, err = getRaw(ctx, s.db, row.table, row.key); err != nil {
+					return err
+				}
+			}
+			refused := row.m.Decide(row.t, current, nil, row.in)
+			return s.recordRejection(ctx, cmd, row.entity, &Rejection{Reason: refused.Reason, At: cmd.At}, result)
+		case errors.Is(err, errConflict):
+			continue // the pointer moved: decide again
+		case err != nil:
+			return fmt.Errorf("%s: %w", row.entity, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%s: %w", rows.row.entity, errConflict)
+}
+
+// pointerTransition is the pointer's transition for the row: point when
+// there is none, advance to a newer row, hold for an older one.
+func pointerTransition(ptr machine.Item, st step[machine.LayerInput]) *machine.Transition[machine.LayerInput] {
+	if ptr == nil {
+		return st.m.Transition(machine.PointerPoint)
+	}
+	advance := st.m.Transition(machine.PointerAdvance)
+	if st.m.Decide(advance, ptr, ptr, st.in).Applies() {
+		return advance
+	}
+	return st.m.Transition(machine.PointerHold)
 }
 
 // MarkLayerDeleted takes a deprecated version out of service: dplySts
-// removed (so it leaves both GSIs), deleted_date set, and
-// its TTL brought to now so DynamoDB removes it and the stream deletes the
-// Lambda layer version. The latest version is a *Rejection (is_latest).
+// removed (so it leaves both GSIs), deleted_date set, and its TTL brought
+// to now so DynamoDB removes it and the stream deletes the Lambda layer
+// version. A refusal is a *Rejection: not_found, is_latest, wrong_state
+// (already deleted).
 func (s *Store) MarkLayerDeleted(ctx context.Context, cmd Cmd, p messages.LayerVersionPayload) (LayerVersion, error) {
-	now := cmd.At.Unix()
-	entity := layerEntity(p.Region, p.Package, p.Version)
-	k := key(layerPK(p.Region, p.Package), layerSK(p.Version))
-	v, found, err := getItem[LayerVersion](ctx, s.db, s.layers, k)
-	if err != nil {
-		return LayerVersion{}, fmt.Errorf("delete %s: %w", entity, err)
+	var v LayerVersion
+	st := step[machine.LayerInput]{
+		m: machine.Layer, t: machine.Layer.Transition(machine.LayerDelete), table: s.layers,
+		key: key(layerPK(p.Region, p.Package), layerSK(p.Version)), in: machine.LayerInput{Now: cmd.At.Unix()},
+		entity: layerEntity(p.Region, p.Package, p.Version),
 	}
-	reason := ""
-	switch {
-	case !found:
-		reason = messages.ReasonNotFound
-	case v.Status == LayerLatest:
-		reason = messages.ReasonIsLatest
-	case v.Status != LayerDeprecated:
-		reason = messages.ReasonWrongState
-	}
-	if reason != "" {
-		var replayed LayerVersion
-		return replayed, s.recordRejection(ctx, cmd, entity, &Rejection{Reason: reason, At: cmd.At}, &replayed)
-	}
-	v.Status, v.DeletedDate, v.TTL = "", now, now
-	update, err := updateIn(s.layers, k,
-		expression.Remove(expression.Name("dplySts")).
-			Set(expression.Name("deleted_date"), expression.Value(now)).
-			Set(expression.Name("ttl"), expression.Value(now)),
-		expression.Name("dplySts").Equal(expression.Value(LayerDeprecated)))
-	if err != nil {
-		return LayerVersion{}, err
-	}
-	put, err := s.newAuditPut(cmd, entity, Applied, "", v)
-	if err != nil {
-		return LayerVersion{}, err
-	}
-	if err := s.settle(ctx, cmd, []types.TransactWriteItem{update, put}, &v); err != nil {
-		return LayerVersion{}, fmt.Errorf("delete %s: %w", entity, err)
+	if err := apply(ctx, s, cmd, st, &v); err != nil {
+		return v, fmt.Errorf("delete %s: %w", st.entity, err)
 	}
 	return v, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -104,9 +105,9 @@ func write[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], read mac
 }
 
 // transitionWrite is the transaction item of a transition: a put of the
-// next item when it creates one, a delete when it ends one, else an
-// update; each under the machine's condition, asking DynamoDB to return
-// the item if the condition fails.
+// next item when it creates one, a delete when it ends one, a condition
+// check when it changes nothing, else an update; each under the machine's
+// condition, asking DynamoDB to return the item if the condition fails.
 func transitionWrite[In any](st step[In], read, next machine.Item) (types.TransactWriteItem, error) {
 	cond := st.m.Condition(st.t, st.in, read)
 	allOld := types.ReturnValuesOnConditionCheckFailureAllOld
@@ -117,10 +118,16 @@ func transitionWrite[In any](st step[In], read, next machine.Item) (types.Transa
 			item.Delete.ReturnValuesOnConditionCheckFailure = allOld
 		}
 		return item, err
-	case read == nil:
+	case slices.Contains(st.t.From, machine.Absent):
 		item, err := putIn(st.table, next, cond)
 		if err == nil {
 			item.Put.ReturnValuesOnConditionCheckFailure = allOld
+		}
+		return item, err
+	case len(st.t.Set) == 0 && len(st.t.Remove) == 0 && slices.Contains(st.t.From, st.t.To):
+		item, err := conditionCheck(st.table, st.key, cond)
+		if err == nil {
+			item.ConditionCheck.ReturnValuesOnConditionCheckFailure = allOld
 		}
 		return item, err
 	default:

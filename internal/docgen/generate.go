@@ -118,7 +118,9 @@ func Generate(root string) ([]Page, error) {
 // machines are the state machines whose diagrams pages show, by the name
 // their section markers use.
 var machines = map[string]interface{ Mermaid() string }{
-	machine.Sandbox.Name: machine.Sandbox,
+	machine.Sandbox.Name:      machine.Sandbox,
+	machine.Layer.Name:        machine.Layer,
+	machine.LayerPointer.Name: machine.LayerPointer,
 }
 
 // projection is what store's provisioning projects into every secondary
