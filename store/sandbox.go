@@ -220,21 +220,22 @@ func (s *Store) recordExisting(ctx context.Context, cmd Cmd, sb Sandbox) (Sandbo
 // window: the seed's owner-and-window condition. A refusal is a *Rejection
 // with reason not_found, wrong_state, not_owner or expired.
 func (s *Store) MarkDeletion(ctx context.Context, cmd Cmd, sandboxID, trackID string) (Sandbox, error) {
-	var next Sandbox
-	in := machine.SandboxInput{Now: cmd.At.Unix(), TrackID: trackID}
-	if err := apply(ctx, s, cmd, s.sandboxStep(machine.SandboxMarkDeletion, sandboxID, in), &next); err != nil {
-		return next, fmt.Errorf("mark %s for deletion: %w", sandboxID, err)
-	}
-	return next, nil
+	return s.applySandbox(ctx, cmd, machine.SandboxMarkDeletion, sandboxID, machine.SandboxInput{Now: cmd.At.Unix(), TrackID: trackID})
 }
 
 // Expire moves an allocation whose lab window has closed to
 // pending_deletion. A sandbox that is not (or no longer) an overdue
 // allocation is a *Rejection: nothing to do.
 func (s *Store) Expire(ctx context.Context, cmd Cmd, sandboxID string) (Sandbox, error) {
+	return s.applySandbox(ctx, cmd, machine.SandboxExpire, sandboxID, machine.SandboxInput{Now: cmd.At.Unix()})
+}
+
+// applySandbox reads sandboxID, decides transition on it and writes it
+// with the command's outcome (see apply).
+func (s *Store) applySandbox(ctx context.Context, cmd Cmd, transition, sandboxID string, in machine.SandboxInput) (Sandbox, error) {
 	var next Sandbox
-	if err := apply(ctx, s, cmd, s.sandboxStep(machine.SandboxExpire, sandboxID, machine.SandboxInput{Now: cmd.At.Unix()}), &next); err != nil {
-		return next, fmt.Errorf("expire %s: %w", sandboxID, err)
+	if err := apply(ctx, s, cmd, s.sandboxStep(transition, sandboxID, in), &next); err != nil {
+		return next, fmt.Errorf("%s %s: %w", transition, sandboxID, err)
 	}
 	return next, nil
 }
@@ -362,22 +363,14 @@ func (s *Store) CleanupNotAttempted(ctx context.Context, cmd Cmd, sb Sandbox, re
 // Reinstate returns a stale sandbox to the pool, free of any allocation.
 // Anything but a stale sandbox is a *Rejection: not_found or wrong_state.
 func (s *Store) Reinstate(ctx context.Context, cmd Cmd, sandboxID string) (Sandbox, error) {
-	var next Sandbox
-	if err := apply(ctx, s, cmd, s.sandboxStep(machine.SandboxReinstate, sandboxID, machine.SandboxInput{Now: cmd.At.Unix()}), &next); err != nil {
-		return next, fmt.Errorf("reinstate %s: %w", sandboxID, err)
-	}
-	return next, nil
+	return s.applySandbox(ctx, cmd, machine.SandboxReinstate, sandboxID, machine.SandboxInput{Now: cmd.At.Unix()})
 }
 
 // Retire deletes a stale sandbox's item; the returned snapshot has status
 // StatusDeleted. Anything but a stale sandbox is a *Rejection (not_found,
 // wrong_state), and so is one a sync listed since it was staled (listed).
 func (s *Store) Retire(ctx context.Context, cmd Cmd, sandboxID string) (Sandbox, error) {
-	var last Sandbox
-	if err := apply(ctx, s, cmd, s.sandboxStep(machine.SandboxRetire, sandboxID, machine.SandboxInput{Now: cmd.At.Unix()}), &last); err != nil {
-		return last, fmt.Errorf("retire %s: %w", sandboxID, err)
-	}
-	return last, nil
+	return s.applySandbox(ctx, cmd, machine.SandboxRetire, sandboxID, machine.SandboxInput{Now: cmd.At.Unix()})
 }
 
 // SyncResult is what a sync changed: the IDs of the sandboxes it added
