@@ -63,7 +63,7 @@ func NewSandbox(st sandboxStore, provider sandboxProvider, now func() time.Time)
 	if st == nil || now == nil {
 		panic("handlers: NewSandbox needs a store and a clock")
 	}
-	return &Sandbox{store: st, provider: provider, now: now, cleanupPolicy: machine.DefaultCleanupPolicy}
+	return &Sandbox{store: st, provider: provider, now: now}
 }
 
 // WithCleanupPolicy sets how a deletion the provider refuses is retried
@@ -137,6 +137,13 @@ func (h *Sandbox) allocate(ctx context.Context, c store.Cmd, p *messages.Sandbox
 	return append(outs, timer), nil
 }
 
+// expiryTimerGroup groups the sandboxes' expiry timers.
+const expiryTimerGroup = "sandbox-expiry"
+
+// expiryTimerID names a sandbox's expiry timer: one per sandbox, so a
+// re-allocation replaces it and a release knows which to delete.
+func expiryTimerID(sandboxID string) string { return expiryTimerGroup + ":" + sandboxID }
+
 // expiryTimer is the timer.create that expires an allocation. The timer
 // is named after the sandbox, so a re-allocation replaces it; the
 // sandbox.expire it carries has an ID derived from this allocation, so a
@@ -148,8 +155,8 @@ func (h *Sandbox) expiryTimer(c store.Cmd, sb store.Sandbox) (messages.Out, erro
 		return messages.Out{}, err
 	}
 	return messages.Out{Type: messages.TimerCreate, At: unix(sb.AllocatedAt), Command: true, Payload: messages.TimerCreatePayload{
-		TimerID:   "sandbox-expiry:" + sb.SandboxID,
-		GroupID:   "sandbox-expiry",
+		TimerID:   expiryTimerID(sb.SandboxID),
+		GroupID:   expiryTimerGroup,
 		ExecuteAt: unix(sb.ExpiresAt()).Add(expiryMargin),
 		Callback:  messages.CallbackSQS + "://" + h.expiryQueue,
 		Payload:   expire,
@@ -173,12 +180,12 @@ func (h *Sandbox) markDeletion(ctx context.Context, c store.Cmd, p *messages.San
 	if h.expiryQueue == "" {
 		return outs, nil
 	}
-	// The released allocation's expiry timer (named as in expiryTimer) has
+	// The released allocation's expiry timer has
 	// nothing left to expire: delete it rather than let it fire into a
 	// rejection. Its ID derives from this command, so a redelivery sends
 	// the same delete.
 	return append(outs, messages.Out{Type: messages.TimerDelete, At: unix(sb.DeletionRequestedAt), Command: true,
-		Payload: messages.TimerDeletePayload{TimerID: "sandbox-expiry:" + sb.SandboxID}}), nil
+		Payload: messages.TimerDeletePayload{TimerID: expiryTimerID(sb.SandboxID)}}), nil
 }
 
 // expire emits nothing when the sandbox is no longer an overdue

@@ -78,10 +78,12 @@ func Commands(d Domain) []Type { return typesOf(commands, d) }
 // Events lists the event types of a domain, sorted.
 func Events(d Domain) []Type { return typesOf(events, d) }
 
+// typesOf lists the types of catalogue in domain d (every domain when d
+// is empty), sorted.
 func typesOf(catalogue map[Type]spec, d Domain) []Type {
 	var ts []Type
 	for t, s := range catalogue {
-		if s.domain == d {
+		if d == "" || s.domain == d {
 			ts = append(ts, t)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -316,13 +315,16 @@ func checkID(field, v string) error {
 // values that end up in keys and logs. It counts characters, as JSON
 // Schema's maxLength does, so the published schemas agree with it.
 func checkText(field, v string, max int) error {
-	if n := utf8.RuneCountInString(v); n > max {
-		return invalid(field, "%d characters, at most %d", n, max)
-	}
+	n, control := 0, false
 	for _, r := range v {
-		if r < 0x20 || r == 0x7f {
-			return invalid(field, "contains a control character")
-		}
+		n++
+		control = control || r < 0x20 || r == 0x7f
+	}
+	switch {
+	case n > max:
+		return invalid(field, "%d characters, at most %d", n, max)
+	case control:
+		return invalid(field, "contains a control character")
 	}
 	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"go/token"
 	"reflect"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -68,7 +67,7 @@ func Schemas() ([]SchemaFile, error) {
 		if kind == EventSchema {
 			catalogue = events
 		}
-		for _, t := range sortedTypes(catalogue) {
+		for _, t := range typesOf(catalogue, "") {
 			f, err := g.message(kind, t, catalogue[t])
 			if err != nil {
 				return nil, err
@@ -77,15 +76,6 @@ func Schemas() ([]SchemaFile, error) {
 		}
 	}
 	return files, nil
-}
-
-func sortedTypes(catalogue map[Type]spec) []Type {
-	ts := make([]Type, 0, len(catalogue))
-	for t := range catalogue {
-		ts = append(ts, t)
-	}
-	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
-	return ts
 }
 
 // eventReasons are the reasons each rejection event can carry.
@@ -369,7 +359,7 @@ func (g *generator) envelope() (SchemaFile, error) {
 	property(s, "payload").Description = "payload is the command's or event's own members, as its schema describes; a command without one has an empty payload."
 	typ := property(s, "type")
 	typ.Description = "type names the command."
-	for _, t := range sortedTypes(commands) {
+	for _, t := range typesOf(commands, "") {
 		typ.Enum = append(typ.Enum, t)
 		then := &jsonschema.Schema{Properties: jsonschema.NewProperties()}
 		then.Properties.Set("payload", &jsonschema.Schema{Ref: SchemaID(CommandSchema, t)})

@@ -64,14 +64,13 @@ const (
 
 var (
 	timerIDPattern  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@/-]*$`)
-	awsNamePattern  = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
 	idempotencySafe = regexp.MustCompile(`^[\x21-\x7e]+$`)
 	callbackPattern = regexp.MustCompile(`^(?:` + httpCallback + `|` + queueCallback + `)$`)
 	// durationPattern is what time.ParseDuration reads, without a minus
 	// sign: no duration here is negative.
-	durationPattern = regexp.MustCompile(`^[+]?(?:0|(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+)$`)
+	durationPattern = `^[+]?(?:0|(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+)$`
 	// timerTimePattern is an RFC 3339 date-time from minTimerYear on.
-	timerTimePattern = regexp.MustCompile(dateTimePattern(`(?:19[7-9][0-9]|[2-9][0-9]{3})`))
+	timerTimePattern = dateTimePattern(`(?:19[7-9][0-9]|[2-9][0-9]{3})`)
 )
 
 // Duration is a length of time written in JSON as a Go duration string:
@@ -98,7 +97,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 }
 
 func (Duration) JSONSchema() *jsonschema.Schema {
-	return &jsonschema.Schema{Type: "string", Pattern: durationPattern.String()}
+	return &jsonschema.Schema{Type: "string", Pattern: durationPattern}
 }
 
 // RetryPolicy says how a failing callback is retried: the n-th retry
@@ -213,7 +212,7 @@ func (TimerCreatePayload) JSONSchemaExtend(s *jsonschema.Schema) {
 	group := property(s, "group_id")
 	textSchema(group, maxKeyField)
 	nullable(group)
-	property(s, "execute_at").Pattern = timerTimePattern.String()
+	property(s, "execute_at").Pattern = timerTimePattern
 	cb := property(s, "callback")
 	cb.Pattern = callbackPattern.String()
 	cb.MaxLength = count(maxCallbackLength)
@@ -336,7 +335,7 @@ func (TimerDuePayload) JSONSchemaExtend(s *jsonschema.Schema) {
 	uuid := property(s, "timer_uuid")
 	uuid.Pattern = idempotencySafe.String()
 	uuid.MaxLength = count(MaxIDLength)
-	property(s, "execute_at").Pattern = timerTimePattern.String()
+	property(s, "execute_at").Pattern = timerTimePattern
 }
 
 func (p *TimerDuePayload) Validate() error {

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -453,28 +454,15 @@ func (s *Subscriber) Close() error {
 // redrive set it), the SNS message ID of a wrapped body, SQS's message
 // ID. Each is stable across redeliveries.
 func toMessage(m types.Message) *message.Message {
-	body := aws.ToString(m.Body)
-	attrs := make(map[string]string, len(m.MessageAttributes))
-	for k, v := range m.MessageAttributes {
-		if v.StringValue != nil {
-			attrs[k] = *v.StringValue
-		}
-	}
-	id := aws.ToString(m.MessageId)
+	body, snsID := aws.ToString(m.Body), ""
+	attr := func(k string) string { return aws.ToString(m.MessageAttributes[k].StringValue) }
 	if n, ok := snsNotification(body); ok {
-		body, id = n.Message, n.MessageID
-		for k, v := range n.MessageAttributes {
-			attrs[k] = v.Value
-		}
+		body, snsID = n.Message, n.MessageID
+		attr = func(k string) string { return n.MessageAttributes[k].Value }
 	}
-	for _, k := range []string{wmsqs.UUIDAttribute, messages.IDAttribute} {
-		if v := attrs[k]; v != "" {
-			id = v
-		}
-	}
-	msg := message.NewMessage(id, []byte(body))
+	msg := message.NewMessage(cmp.Or(attr(messages.IDAttribute), attr(wmsqs.UUIDAttribute), snsID, aws.ToString(m.MessageId)), []byte(body))
 	for _, k := range []string{messages.TypeAttribute, messages.CorrelationAttribute} {
-		if v, ok := attrs[k]; ok {
+		if v := attr(k); v != "" {
 			msg.Metadata.Set(k, v)
 		}
 	}

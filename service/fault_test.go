@@ -27,7 +27,6 @@ import (
 // What the dead process had received comes back after the visibility
 // timeout; what it had applied but not published or acked is replayed.
 func TestFault_kill9_and_restart(t *testing.T) {
-	skipOnMoto(t)
 	t.Parallel()
 	s := newStack(t, faultConfig)
 	r := newFaultRun(s, "kill9")
@@ -55,7 +54,6 @@ func TestFault_kill9_and_restart(t *testing.T) {
 // each is waiting (the cut, the latency, visibility timeouts) that the
 // others use.
 func TestFault_network(t *testing.T) {
-	skipOnMoto(t)
 	t.Parallel()
 	t.Run("cut", func(t *testing.T) {
 		t.Parallel()
@@ -139,7 +137,6 @@ func TestFault_network(t *testing.T) {
 // commands are mid-way (between their reads, writes, publish and ack) when
 // SIGTERM arrives and the drain has real work to finish.
 func TestFault_sigterm_under_load(t *testing.T) {
-	skipOnMoto(t)
 	t.Parallel()
 	s := newStack(t, faultConfig)
 	r := newFaultRun(s, "sigterm")
@@ -192,7 +189,6 @@ func TestFault_sigterm_under_load(t *testing.T) {
 // after all the others, a late redelivery. Each delivery answers with the
 // same event; the allocation happens once.
 func TestFault_every_command_three_times(t *testing.T) {
-	skipOnMoto(t)
 	t.Parallel()
 	s := newStack(t, faultConfig)
 	r := newFaultRun(s, "three-times")

@@ -57,14 +57,6 @@ const (
 // halves its throughput.
 const window = 24
 
-// skipOnMoto skips the fault suite when DynamoDB runs on moto
-// (TRANSIT_TEST_DYNAMODB=moto), for the reasons above.
-func skipOnMoto(t *testing.T) {
-	if os.Getenv("TRANSIT_TEST_DYNAMODB") == "moto" {
-		t.Skip("the fault suite needs DynamoDB Local: moto's transactions are not isolated under concurrency (DECISIONS.md)")
-	}
-}
-
 // command is one command of a fault run.
 type command struct {
 	ID      string

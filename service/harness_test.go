@@ -84,10 +84,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// motoURL is this run's moto server: the one TestMain started, or the
-// user's endpoint when that is moto; "" when it is another emulator.
-var motoURL string
-
 // useEndpoint sends every service to the user's emulator. On moto, DynamoDB
 // is moto's, which TRANSIT_TEST_DYNAMODB=moto says to every test.
 func useEndpoint(ctx context.Context, url string) (stop func(), err error) {
@@ -101,7 +97,6 @@ func useEndpoint(ctx context.Context, url string) (stop func(), err error) {
 		return nil, fmt.Errorf("TRANSIT_TEST_DYNAMODB=%s does not apply with %s: every service is at %s", want, emulator.EndpointVariable, url)
 	}
 	if isMoto {
-		motoURL = url
 		os.Setenv("TRANSIT_TEST_DYNAMODB", "moto")
 	}
 	setAWSEnv(url)
@@ -114,7 +109,6 @@ func startEmulators(ctx context.Context) (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("need moto server: %w", err)
 	}
-	motoURL = moto.URL
 	setAWSEnv(moto.URL)
 	switch os.Getenv("TRANSIT_TEST_DYNAMODB") {
 	case "moto":
@@ -173,17 +167,6 @@ func checkLeftovers(ctx context.Context) error {
 // any other test that runs all the same; a new test that is safe is added
 // here.
 var motoSafe = regexp.MustCompile(`^(TestSandbox_transitions|TestSandbox_crash|TestSandbox_(cleanup|stale|reinstate|sync_(refreshes|decides|pulls|without))|TestPoison|TestProvision_twice|TestDLQ_redrive|TestLayers|TestWireForms|TestServe_without_a_provider)`)
-
-// needMoto returns the moto server's URL to a test that uses what only moto
-// offers (its /moto-api/, e.g. a reset), and skips the test, saying why,
-// when the endpoint is another emulator.
-func needMoto(t *testing.T, why string) string {
-	t.Helper()
-	if motoURL == "" {
-		t.Skipf("needs moto (%s); %s=%s is not moto", why, emulator.EndpointVariable, emulator.Endpoint())
-	}
-	return motoURL
-}
 
 func startDynamoDBLocal(ctx context.Context) (*emulator.DynamoDBLocal, error) {
 	dir, err := emulator.InstallDynamoDBLocal(ctx, emulator.DefaultCacheDir())
@@ -412,16 +395,7 @@ func (s *stack) sendTo(queueURL, body string, attrs map[string]string) {
 
 // sync seeds the pool through the sync command and waits for its event.
 func (s *stack) sync(externalIDs ...string) []string {
-	var inv []messages.InventoryItem
-	for _, id := range externalIDs {
-		inv = append(inv, messages.InventoryItem{ExternalID: id, Name: "name-" + id, LabDurationHours: 4})
-	}
-	id := uuid.NewString()
-	s.send(id, messages.SandboxSync, messages.SandboxSyncPayload{Inventory: inv})
-	ev := s.eventFor(id, messages.SandboxSynced)
-	var p messages.SandboxSyncedPayload
-	require.NoError(s.t, json.Unmarshal(ev.Envelope.Payload, &p))
-	return p.Added
+	return s.syncInventory(uuid.NewString(), inventoryOf(externalIDs...)).Added
 }
 
 // collect reads the tap until cond holds for the events seen so far.

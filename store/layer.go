@@ -214,12 +214,13 @@ func (s *Store) writeRow(ctx context.Context, cmd Cmd, rows rowSteps, also func(
 		if pointer.t.Name == machine.PointerHold {
 			row.t = row.m.Transition(rows.late)
 		}
-		out := row.m.Decide(row.t, nil, nil, row.in)
-		rowItem, err := transitionWrite(row, nil, out.Next)
+		// Both are decided to apply on what was read; DynamoDB's verdict
+		// on the write is what counts.
+		out, rowItem, err := decidedWrite(row, nil)
 		if err != nil {
 			return err
 		}
-		ptrItem, err := transitionWrite(pointer, ptr, pointer.m.Decide(pointer.t, ptr, ptr, pointer.in).Next)
+		_, ptrItem, err := decidedWrite(pointer, ptr)
 		if err != nil {
 			return err
 		}

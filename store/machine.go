@@ -65,12 +65,8 @@ func apply[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], result a
 // refusal. errStale means only a pin failed or another transaction held
 // the item.
 func write[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], read machine.Item, result any) (machine.Outcome, error) {
-	out := st.m.Decide(st.t, read, read, st.in)
-	if !out.Applies() {
-		return out, nil
-	}
-	item, err := transitionWrite(st, read, out.Next)
-	if err != nil {
+	out, item, err := decidedWrite(st, read)
+	if err != nil || !out.Applies() {
 		return out, err
 	}
 	snapshot := out.Next
@@ -102,6 +98,17 @@ func write[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], read mac
 		return out, fmt.Errorf("%s %s: %w", st.m.Name, st.t.Name, err)
 	}
 	return out, nil
+}
+
+// decidedWrite decides the transition on read and, when it applies,
+// returns its transaction item too.
+func decidedWrite[In any](st step[In], read machine.Item) (machine.Outcome, types.TransactWriteItem, error) {
+	out := st.m.Decide(st.t, read, read, st.in)
+	if !out.Applies() {
+		return out, types.TransactWriteItem{}, nil
+	}
+	item, err := transitionWrite(st, read, out.Next)
+	return out, item, err
 }
 
 // transitionWrite is the transaction item of a transition: a put of the

@@ -120,11 +120,7 @@ func createTableInput(name string, t Table) *dynamodb.CreateTableInput {
 // until each is gone. A table already missing is skipped, so running it
 // again, or after an interrupted Provision, finishes the job.
 func Deprovision(ctx context.Context, db *dynamodb.Client, prefix string) error {
-	names := make([]string, 0, len(Tables))
-	for _, t := range Tables {
-		names = append(names, TableName(prefix, t))
-	}
-	return deleteTables(ctx, db, names...)
+	return deleteTables(ctx, db, TableNames(prefix)...)
 }
 
 // DeprovisionTable deletes one table and waits until it is gone; the

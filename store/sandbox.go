@@ -571,6 +571,7 @@ func (s *Store) syncChunk(ctx context.Context, cmd Cmd, changes []syncChange, fi
 		}
 		err := s.transact(ctx, items)
 		var i int
+		var current machine.Item
 		switch {
 		case err == nil:
 			*res = next
@@ -586,11 +587,14 @@ func (s *Store) syncChunk(ctx context.Context, cmd Cmd, changes []syncChange, fi
 			if !errors.As(err, &ce) || ce.item >= len(changes) {
 				return fmt.Errorf("sync: %w", err)
 			}
-			i = ce.item
+			i, current = ce.item, ce.current
 		}
-		current, err := getRaw(ctx, s.db, s.sandboxes, sandboxKey(changes[i].in.SandboxID))
-		if err != nil {
-			return fmt.Errorf("sync: %w", err)
+		if current == nil {
+			// Not returned with the refusal: raced, gone, or the last
+			// item's refusal, which transact reads as the outcome's.
+			if current, err = getRaw(ctx, s.db, s.sandboxes, sandboxKey(changes[i].in.SandboxID)); err != nil {
+				return fmt.Errorf("sync: %w", err)
+			}
 		}
 		if ch, ok := decideSync(changes[i].externalID, listed, current, res.At, false); ok {
 			changes[i] = ch
@@ -603,14 +607,12 @@ func (s *Store) syncChunk(ctx context.Context, cmd Cmd, changes []syncChange, fi
 
 // syncWrite is the transaction item of one sync change.
 func (s *Store) syncWrite(ch syncChange) (types.TransactWriteItem, error) {
-	st := s.sandboxStep(ch.transition, ch.in.SandboxID, ch.in)
-	out := st.m.Decide(st.t, ch.read, ch.read, ch.in)
-	if !out.Applies() {
-		return types.TransactWriteItem{}, fmt.Errorf("sync: %s of %s: %s", ch.transition, ch.in.SandboxID, out.Reason)
-	}
-	item, err := transitionWrite(st, ch.read, out.Next)
-	if err != nil {
-		return types.TransactWriteItem{}, fmt.Errorf("sync: %w", err)
+	out, item, err := decidedWrite(s.sandboxStep(ch.transition, ch.in.SandboxID, ch.in), ch.read)
+	switch {
+	case err != nil:
+		return item, fmt.Errorf("sync: %w", err)
+	case !out.Applies():
+		return item, fmt.Errorf("sync: %s of %s: %s", ch.transition, ch.in.SandboxID, out.Reason)
 	}
 	return item, nil
 }

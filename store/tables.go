@@ -106,3 +106,12 @@ var Tables = []Table{SandboxPool, Audit, Layers, StreamLeases, Timers}
 
 // TableName is the full name of t in the stack named by prefix.
 func TableName(prefix string, t Table) string { return prefix + "-" + t.Name }
+
+// TableNames names every table of Tables in the stack named by prefix.
+func TableNames(prefix string) []string {
+	names := make([]string, len(Tables))
+	for i, t := range Tables {
+		names[i] = TableName(prefix, t)
+	}
+	return names
+}

@@ -21,12 +21,8 @@ func runDeprovision(ctx context.Context, args []string) error {
 	}
 	prefix := svc.Config.Prefix
 	if !yes {
-		tables := make([]string, 0, len(store.Tables))
-		for _, t := range store.Tables {
-			tables = append(tables, store.TableName(prefix, t))
-		}
 		fmt.Printf("stack %q has\n  tables: %s\n  queues: %s\n  topics: %s (and their subscriptions)\n",
-			prefix, strings.Join(tables, ", "), strings.Join(svc.Stack.Queues(), ", "), strings.Join(svc.Stack.Topics(), ", "))
+			prefix, strings.Join(store.TableNames(prefix), ", "), strings.Join(svc.Stack.Queues(), ", "), strings.Join(svc.Stack.Topics(), ", "))
 		return fmt.Errorf("refusing to delete stack %q and its data without --yes", prefix)
 	}
 	if err := svc.Deprovision(ctx); err != nil {

@@ -101,13 +101,16 @@ func (n *TestNames) Leftovers(ctx context.Context, cfg aws.Config) ([]string, er
 	if err != nil {
 		return nil, err
 	}
-	queues, err := sqs.NewFromConfig(cfg).ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: aws.String(TestPrefix), MaxResults: aws.Int32(1000)})
-	if err != nil {
-		return nil, fmt.Errorf("list queues: %w", err)
-	}
-	for _, url := range queues.QueueUrls {
-		if name := lastPart(url, "/"); n.Owns(name) {
-			left = append(left, "queue "+name)
+	queues := sqs.NewListQueuesPaginator(sqs.NewFromConfig(cfg), &sqs.ListQueuesInput{QueueNamePrefix: aws.String(TestPrefix), MaxResults: aws.Int32(1000)})
+	for queues.HasMorePages() {
+		page, err := queues.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list queues: %w", err)
+		}
+		for _, url := range page.QueueUrls {
+			if name := lastPart(url, "/"); n.Owns(name) {
+				left = append(left, "queue "+name)
+			}
 		}
 	}
 	snsc := sns.NewFromConfig(cfg)
