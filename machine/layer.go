@@ -170,10 +170,10 @@ func copyPointer(attrs []string) []Assign[LayerInput] {
 
 // copyFrom assigns each attribute its value in the item from; one the
 // item lacks (an optional field) is left out.
-func copyFrom(attrs []string, from func(LayerInput) Item) []Assign[LayerInput] {
-	assigns := make([]Assign[LayerInput], len(attrs))
+func copyFrom[In any](attrs []string, from func(In) Item) []Assign[In] {
+	assigns := make([]Assign[In], len(attrs))
 	for i, attr := range attrs {
-		assigns[i] = Assign[LayerInput]{attr, func(in LayerInput, _ Item) any {
+		assigns[i] = Assign[In]{attr, func(in In, _ Item) any {
 			av, ok := from(in)[attr]
 			if !ok {
 				return nil

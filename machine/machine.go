@@ -66,8 +66,13 @@ type Guard[In any] struct {
 	Attr   string
 	Op     Op
 	// Value is what Attr is compared with, from the command's input and
-	// the item as read; unused by Exists and NotExists.
+	// the item as read; unused by Exists and NotExists. For Eq, a nil
+	// value means the attribute must be absent (a pin on an attribute
+	// the item was read without).
 	Value func(in In, read Item) any
+	// OrAbsent makes the guard hold also when the item lacks Attr: a
+	// deadline never set is no deadline.
+	OrAbsent bool
 }
 
 // Assign sets one attribute of the next state; a Value of nil leaves the
@@ -185,8 +190,12 @@ func (m *Machine[In]) next(t *Transition[In], item Item, in In, read Item) Item 
 		return nil
 	}
 	next := make(Item, len(item)+len(t.Set)+1)
-	for k, v := range item {
-		next[k] = v
+	// A transition that may create its item writes it whole (a put),
+	// replacing whatever was there; any other changes the item it finds.
+	if !slices.Contains(t.From, Absent) {
+		for k, v := range item {
+			next[k] = v
+		}
 	}
 	next[m.State] = &types.AttributeValueMemberS{Value: t.To}
 	if t.To == m.Unset {
@@ -201,6 +210,12 @@ func (m *Machine[In]) next(t *Transition[In], item Item, in In, read Item) Item 
 		delete(next, attr)
 	}
 	return next
+}
+
+// Created is the item a transition that may create its item writes
+// whole (a put), whatever the item it replaces.
+func (m *Machine[In]) Created(t *Transition[In], in In, read Item) Item {
+	return m.next(t, nil, in, read)
 }
 
 // Condition is the DynamoDB condition of transition t: the item exists
@@ -242,6 +257,16 @@ func (m *Machine[In]) Condition(t *Transition[In], in In, read Item) expression.
 	return cond
 }
 
+// Guards is the condition of t's guards alone: a query's filter, where
+// the query's key already selects t's starting state.
+func (m *Machine[In]) Guards(t *Transition[In], in In, read Item) expression.ConditionBuilder {
+	cond := guardCondition(t.Guards[0], in, read)
+	for _, g := range t.Guards[1:] {
+		cond = cond.And(guardCondition(g, in, read))
+	}
+	return cond
+}
+
 func guardCondition[In any](g Guard[In], in In, read Item) expression.ConditionBuilder {
 	name := expression.Name(g.Attr)
 	switch g.Op {
@@ -250,19 +275,28 @@ func guardCondition[In any](g Guard[In], in In, read Item) expression.ConditionB
 	case NotExists:
 		return expression.AttributeNotExists(name)
 	}
-	v := expression.Value(g.Value(in, read))
+	value := g.Value(in, read)
+	if g.Op == Eq && value == nil {
+		return expression.AttributeNotExists(name)
+	}
+	v := expression.Value(value)
+	var cond expression.ConditionBuilder
 	switch g.Op {
 	case Lt:
-		return name.LessThan(v)
+		cond = name.LessThan(v)
 	case Le:
-		return name.LessThanEqual(v)
+		cond = name.LessThanEqual(v)
 	case Gt:
-		return name.GreaterThan(v)
+		cond = name.GreaterThan(v)
 	case Ge:
-		return name.GreaterThanEqual(v)
+		cond = name.GreaterThanEqual(v)
 	default:
-		return name.Equal(v)
+		cond = name.Equal(v)
 	}
+	if g.OrAbsent {
+		cond = expression.AttributeNotExists(name).Or(cond)
+	}
+	return cond
 }
 
 // Update is the DynamoDB update of transition t (one that does not delete
@@ -295,10 +329,14 @@ func holds[In any](g Guard[In], item Item, in In, read Item) bool {
 	case NotExists:
 		return !ok
 	}
-	if !ok {
-		return false
+	value := g.Value(in, read)
+	if g.Op == Eq && value == nil {
+		return !ok
 	}
-	c, comparable := compare(got, marshal(g.Value(in, read)))
+	if !ok {
+		return g.OrAbsent
+	}
+	c, comparable := compare(got, marshal(value))
 	if !comparable {
 		return false
 	}
@@ -339,10 +377,9 @@ func (m *Machine[In]) Mermaid() string {
 		return state
 	}
 	for _, t := range m.Transitions {
-		label := string(t.Command)
-		if t.Doc != "" {
-			label += ", " + t.Doc
-		}
+		// A transition no command takes (a shard claim) has its Doc alone.
+		label := strings.TrimPrefix(string(t.Command)+", "+t.Doc, ", ")
+		label = strings.TrimSuffix(label, ", ")
 		var guards []string
 		for _, g := range t.Guards {
 			if g.Reason != "" {

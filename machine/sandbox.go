@@ -95,6 +95,7 @@ const (
 	SandboxAllocate       = "allocate"
 	SandboxMarkDeletion   = "mark-deletion"
 	SandboxExpire         = "expire"
+	SandboxAttempt        = "attempt"
 	SandboxDelete         = "delete"
 	SandboxDeletionFailed = "deletion-failed"
 	SandboxStuck          = "stuck"
@@ -166,6 +167,16 @@ var Sandbox = &Machine[SandboxInput]{
 			},
 			Set:   []Assign[SandboxInput]{{"deletion_requested_at", now}, {"updated_at", now}},
 			Event: messages.SandboxExpired,
+		},
+		{
+			// Decided, not written: it says whether the provider is asked.
+			// The backoff holds for a cleanup sent by hand too: it is what
+			// spares the provider a sandbox it keeps refusing.
+			Name: SandboxAttempt, Command: messages.SandboxCleanup, Doc: "an attempt is due, the provider is asked",
+			From: []string{SandboxPendingDeletion}, To: SandboxPendingDeletion,
+			Guards: []Guard[SandboxInput]{
+				{Name: "due", Reason: ReasonNotDue, Attr: "next_cleanup_at", Op: Le, Value: now, OrAbsent: true},
+			},
 		},
 		{
 			Name: SandboxDelete, Command: messages.SandboxCleanup, Doc: "the provider deleted it",

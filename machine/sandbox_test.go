@@ -74,6 +74,11 @@ func TestSandbox_every_state_and_transition(t *testing.T) {
 			absent: {reason: nf}, available: {reason: ws},
 			allocated: {reason: machine.ReasonNotDue}, pending: {reason: ws}, stale: {reason: ws}, stuck: {reason: ws},
 		},
+		// Never tried: no next_cleanup_at, so an attempt is due.
+		machine.SandboxAttempt: {
+			absent: {reason: nf}, available: {reason: ws}, allocated: {reason: ws},
+			pending: {to: pending}, stale: {reason: ws}, stuck: {reason: ws},
+		},
 		machine.SandboxDelete: {
 			absent: {reason: nf}, available: {reason: ws}, allocated: {reason: ws},
 			pending: {to: absent}, stale: {reason: ws}, stuck: {reason: ws},
@@ -371,4 +376,20 @@ func integer(t *testing.T, item machine.Item, attr string) int64 {
 	var n int64
 	require.NoError(t, attributevalue.Unmarshal(item[attr], &n), attr)
 	return n
+}
+
+// TestSandboxAttempt_waits_out_the_backoff: a cleanup asks the provider
+// once next_cleanup_at has come, or when none was ever set; the query
+// filter the sweep uses says the same.
+func TestSandboxAttempt_waits_out_the_backoff(t *testing.T) {
+	attempt := machine.Sandbox.Transition(machine.SandboxAttempt)
+	pending := sandboxIn(t, machine.SandboxPendingDeletion)
+	for next, want := range map[int64]string{now + 1: machine.ReasonNotDue, now: "", now - 60: ""} {
+		pending["next_cleanup_at"] = num(next)
+		assert.Equal(t, want, machine.Sandbox.Decide(attempt, pending, pending, input()).Reason, "next attempt at now%+d", next-now)
+	}
+	filter := machine.Sandbox.Guards(attempt, input(), nil)
+	got := build(t, &filter, nil)
+	assert.Equal(t, "(attribute_not_exists (#0)) OR (#0 <= :0)", got.text)
+	assert.Equal(t, []string{"next_cleanup_at"}, got.names)
 }

@@ -594,3 +594,70 @@ func TestSandbox_release_deletes_its_expiry_timer(t *testing.T) {
 	sb, _ := s.sandbox(allocated.SandboxID)
 	assert.Equal(t, store.StatusPendingDeletion, sb.Status)
 }
+
+// TestTimers_firing_refusals: against DynamoDB, the store's timer writes
+// refuse what the timer machine refuses, each for its reason as decided on
+// the item DynamoDB returns: a second delivery of a held firing is
+// ErrFiring, a firing of another incarnation ErrNotDue; a firing that
+// lost its timer to a replacement records its outcome alone and leaves
+// the replacement as it is; a delete at a version the shard has left is
+// ErrShardMoved and deletes nothing.
+func TestTimers_firing_refusals(t *testing.T) {
+	s := newStack(t, func(c *config.Config) { c.TimerShards = 1 })
+	ctx := context.Background()
+	st := s.svc.Store
+	records, err := st.Shards(ctx, 1)
+	require.NoError(t, err)
+	held, err := st.ClaimShard(ctx, records[0], "owner-a", "{}", time.Now())
+	require.NoError(t, err)
+
+	now := time.Now()
+	due := now.Add(-time.Second)
+	timer := store.NewTimer(0, "refusals", "uuid-1", due, now)
+	timer.CallbackURL, timer.RetryPolicy = "http://127.0.0.1:9/", "{}"
+	cmd := func(typ messages.Type) store.Cmd {
+		return store.Cmd{ID: uuid.NewString(), Type: string(typ), CorrelationID: "c", At: time.Now()}
+	}
+	_, err = st.CreateTimer(ctx, cmd(messages.TimerCreate), held.Version, timer)
+	require.NoError(t, err)
+
+	first := cmd(messages.TimerDue)
+	taken, err := st.StartFiring(ctx, first, 0, "refusals", "uuid-1", due, time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	assert.Equal(t, first.ID, taken.FiringBy)
+	second := cmd(messages.TimerDue)
+	_, err = st.StartFiring(ctx, second, 0, "refusals", "uuid-1", due, time.Now().Add(time.Minute))
+	require.ErrorIs(t, err, store.ErrFiring, "the first delivery holds the firing")
+	_, err = st.StartFiring(ctx, second, 0, "refusals", "uuid-0", due, time.Now().Add(time.Minute))
+	require.ErrorIs(t, err, store.ErrNotDue, "another incarnation")
+	_, err = st.StartFiring(ctx, second, 0, "absent", "uuid-1", due, time.Now().Add(time.Minute))
+	require.ErrorIs(t, err, store.ErrNotDue, "no such timer")
+
+	// Replaced while the first delivery called back.
+	replacement := store.NewTimer(0, "refusals", "uuid-2", now.Add(time.Hour), now)
+	replacement.CallbackURL, replacement.RetryPolicy = "http://127.0.0.1:9/", "{}"
+	_, err = st.CreateTimer(ctx, cmd(messages.TimerCreate), held.Version, replacement)
+	require.NoError(t, err)
+	f, err := st.FinishFiring(ctx, first, taken, store.Firing{Result: store.FiringFired, Timer: taken.Ref(), At: time.Now(), Attempts: 1})
+	require.NoError(t, err)
+	assert.Equal(t, store.FiringFired, f.Result)
+	assert.Equal(t, store.Applied, s.audit(first.ID)["status"], "the firing happened: its outcome is recorded")
+	stored, found := s.timerStored("refusals")
+	require.True(t, found, "the replacement is not deleted by the old firing")
+	assert.Equal(t, "uuid-2", stored.UUID)
+	assert.Empty(t, stored.FiringBy)
+
+	moved, err := st.ClaimShard(ctx, held, "owner-b", "{}", time.Now())
+	require.NoError(t, err)
+	del := cmd(messages.TimerDelete)
+	_, err = st.DeleteTimer(ctx, del, 0, held.Version, "refusals")
+	require.ErrorIs(t, err, store.ErrShardMoved)
+	_, found = s.timerStored("refusals")
+	assert.True(t, found, "a refused delete deletes nothing")
+	assert.Nil(t, s.audit(del.ID))
+	ref, err := st.DeleteTimer(ctx, del, 0, moved.Version, "refusals")
+	require.NoError(t, err)
+	assert.Equal(t, "uuid-2", ref.UUID)
+	_, found = s.timerStored("refusals")
+	assert.False(t, found)
+}

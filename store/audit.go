@@ -196,9 +196,9 @@ func (s *Store) record(ctx context.Context, cmd Cmd, entity, status, reason stri
 // errAlreadyApplied marks a transaction cancelled by its audit condition.
 var errAlreadyApplied = errors.New("command already has an outcome")
 
-// transact runs a transition's transaction whose last item is the audit
+// transact runs a transition's transaction, usually ending in the audit
 // put. It returns errAlreadyApplied when the audit condition failed, and
-// errConflict when an earlier item's condition failed or another
+// errConflict when another item's condition failed or another
 // transaction got there first.
 func (s *Store) transact(ctx context.Context, items []types.TransactWriteItem) error {
 	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
@@ -207,7 +207,9 @@ func (s *Store) transact(ctx context.Context, items []types.TransactWriteItem) e
 		return err
 	}
 	reasons := tce.CancellationReasons
-	if len(reasons) == len(items) && aws.ToString(reasons[len(items)-1].Code) == "ConditionalCheckFailed" {
+	last := items[len(items)-1]
+	audited := last.Put != nil && aws.ToString(last.Put.TableName) == s.audit
+	if audited && len(reasons) == len(items) && aws.ToString(reasons[len(items)-1].Code) == "ConditionalCheckFailed" {
 		return errAlreadyApplied
 	}
 	for i, r := range reasons {

@@ -147,7 +147,7 @@ func (s *Store) PublishLayer(ctx context.Context, cmd Cmd, p messages.LayerPubli
 		}
 		res.Deprecated = prev
 		deprecate := step[machine.LayerInput]{m: machine.Layer, t: machine.Layer.Transition(machine.LayerDeprecate), table: s.layers, key: key(pk, layerSK(prev)), in: in}
-		item, err := transitionWrite(deprecate, nil, nil)
+		item, err := transitionWrite(deprecate, nil)
 		return []types.TransactWriteItem{item}, err
 	}, &res.Version, &res)
 	return res, err

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -29,6 +31,10 @@ type step[In any] struct {
 	// with are other writes the transition needs in its transaction,
 	// between the item's and the outcome's.
 	with []types.TransactWriteItem
+	// details, when set, is what the outcome records (with reason)
+	// instead of the item's snapshot: what a timer's firing did, say.
+	details any
+	reason  string
 }
 
 // errStale means the item changed between its read and the write in a
@@ -41,21 +47,42 @@ var errStale = errors.New("item changed since it was read")
 // result receives the snapshot of the item after the transition, or the
 // recorded one when the command already has an outcome.
 func apply[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], result any) error {
-	for round := 0; round < allocateRounds; round++ {
+	return retrying(ctx, st, func() error {
 		read, err := getRaw(ctx, s.db, st.table, st.key)
 		if err != nil {
 			return err
 		}
 		out, err := write(ctx, s, cmd, st, read, result)
-		if errors.Is(err, errStale) {
-			continue
-		}
 		if err != nil || out.Applies() {
 			return err
 		}
 		return s.recordRejection(ctx, cmd, st.entity, &Rejection{Reason: out.Reason, At: cmd.At}, result)
+	})
+}
+
+// maxRounds bounds how often a transition is tried again after finding
+// its item changed or held by another transaction.
+const maxRounds = 20
+
+// retrying runs try again while it returns errStale, after a short
+// random pause: writers that lost a race for one item (a timer shard's
+// record is contended by every write into the shard) spread out.
+func retrying[In any](ctx context.Context, st step[In], try func() error) error {
+	for round := 1; ; round++ {
+		err := try()
+		if !errors.Is(err, errStale) {
+			return err
+		}
+		if round == maxRounds {
+			return fmt.Errorf("%s %s: %w", st.m.Name, st.t.Name, errConflict)
+		}
+		pause := time.Duration(rand.Int64N(int64(min(round, 5)) * int64(5*time.Millisecond)))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+		}
 	}
-	return fmt.Errorf("%s %s: %w", st.m.Name, st.t.Name, errConflict)
 }
 
 // write decides the transition on read and, when it applies, writes it
@@ -63,20 +90,24 @@ func apply[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], result a
 // it returns the outcome that says why not, decided on read or, when
 // DynamoDB refuses the write, on the item DynamoDB returns with its
 // refusal. errStale means only a pin failed or another transaction held
-// the item.
+// one of the items; a refused item of st.with is a *conflictError.
 func write[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], read machine.Item, result any) (machine.Outcome, error) {
 	out, item, err := decidedWrite(st, read)
 	if err != nil || !out.Applies() {
 		return out, err
 	}
-	snapshot := out.Next
-	if snapshot == nil {
-		snapshot = deletedSnapshot(st.m, read)
+	details := st.details
+	if details == nil {
+		snapshot := out.Next
+		if snapshot == nil {
+			snapshot = deletedSnapshot(st.m, read)
+		}
+		if err := attributevalue.UnmarshalMap(snapshot, result); err != nil {
+			return out, fmt.Errorf("decode %s after %s: %w", st.m.Name, st.t.Name, err)
+		}
+		details = result
 	}
-	if err := attributevalue.UnmarshalMap(snapshot, result); err != nil {
-		return out, fmt.Errorf("decode %s after %s: %w", st.m.Name, st.t.Name, err)
-	}
-	put, err := s.newAuditPut(cmd, st.entity, Applied, "", result)
+	put, err := s.newAuditPut(cmd, st.entity, Applied, st.reason, details)
 	if err != nil {
 		return out, err
 	}
@@ -92,7 +123,7 @@ func write[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], read mac
 			return refused, errStale
 		}
 		return refused, nil
-	case errors.As(err, &ce) && ce.item == 0:
+	case errors.As(err, &ce) && (ce.item == 0 || ce.raced):
 		return out, errStale
 	case err != nil:
 		return out, fmt.Errorf("%s %s: %w", st.m.Name, st.t.Name, err)
@@ -107,18 +138,25 @@ func decidedWrite[In any](st step[In], read machine.Item) (machine.Outcome, type
 	if !out.Applies() {
 		return out, types.TransactWriteItem{}, nil
 	}
-	item, err := transitionWrite(st, read, out.Next)
+	item, err := transitionWrite(st, read)
 	return out, item, err
 }
 
-// transitionWrite is the transaction item of a transition: a put of the
-// next item when it creates one, a delete when it ends one, a condition
-// check when it changes nothing, else an update; each under the machine's
-// condition, asking DynamoDB to return the item if the condition fails.
-func transitionWrite[In any](st step[In], read, next machine.Item) (types.TransactWriteItem, error) {
+// transitionWrite is the transaction item of a transition: a condition
+// check when it changes nothing, a delete when it ends its item, a put of
+// the whole item when it may create one, else an update; each under the
+// machine's condition, asking DynamoDB to return the item if the
+// condition fails.
+func transitionWrite[In any](st step[In], read machine.Item) (types.TransactWriteItem, error) {
 	cond := st.m.Condition(st.t, st.in, read)
 	allOld := types.ReturnValuesOnConditionCheckFailureAllOld
 	switch {
+	case len(st.t.Set) == 0 && len(st.t.Remove) == 0 && !slices.ContainsFunc(st.t.From, func(s string) bool { return s != st.t.To }):
+		item, err := conditionCheck(st.table, st.key, cond)
+		if err == nil {
+			item.ConditionCheck.ReturnValuesOnConditionCheckFailure = allOld
+		}
+		return item, err
 	case st.t.To == machine.Absent:
 		item, err := deleteIn(st.table, st.key, cond)
 		if err == nil {
@@ -126,15 +164,9 @@ func transitionWrite[In any](st step[In], read, next machine.Item) (types.Transa
 		}
 		return item, err
 	case slices.Contains(st.t.From, machine.Absent):
-		item, err := putIn(st.table, next, cond)
+		item, err := putIn(st.table, st.m.Created(st.t, st.in, read), cond)
 		if err == nil {
 			item.Put.ReturnValuesOnConditionCheckFailure = allOld
-		}
-		return item, err
-	case len(st.t.Set) == 0 && len(st.t.Remove) == 0 && slices.Contains(st.t.From, st.t.To):
-		item, err := conditionCheck(st.table, st.key, cond)
-		if err == nil {
-			item.ConditionCheck.ReturnValuesOnConditionCheckFailure = allOld
 		}
 		return item, err
 	default:
@@ -144,6 +176,53 @@ func transitionWrite[In any](st step[In], read, next machine.Item) (types.Transa
 		}
 		return item, err
 	}
+}
+
+// writeAlone makes a transition that records no command outcome (a shard
+// claim, a firing taken) as one conditional write, decided by DynamoDB on
+// the item as it is: nothing is read first, and a refusal is decided on
+// the item DynamoDB returns with it. It returns the item as written.
+func writeAlone[In any](ctx context.Context, db *dynamodb.Client, st step[In], read machine.Item) (machine.Item, machine.Outcome, error) {
+	item, err := transitionWrite(st, read)
+	if err != nil {
+		return nil, machine.Outcome{}, err
+	}
+	var written machine.Item
+	switch {
+	case item.Put != nil:
+		p := item.Put
+		_, err = db.PutItem(ctx, &dynamodb.PutItemInput{TableName: p.TableName, Item: p.Item,
+			ConditionExpression: p.ConditionExpression, ExpressionAttributeNames: p.ExpressionAttributeNames,
+			ExpressionAttributeValues: p.ExpressionAttributeValues, ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld})
+		written = p.Item
+	case item.Update != nil:
+		u := item.Update
+		var out *dynamodb.UpdateItemOutput
+		out, err = db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
+			ConditionExpression: u.ConditionExpression, ExpressionAttributeNames: u.ExpressionAttributeNames,
+			ExpressionAttributeValues: u.ExpressionAttributeValues, ReturnValues: types.ReturnValueAllNew,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld})
+		if err == nil {
+			written = out.Attributes
+		}
+	default:
+		return nil, machine.Outcome{}, fmt.Errorf("%s %s: not a single put or update", st.m.Name, st.t.Name)
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		out := st.m.Decide(st.t, ccf.Item, read, st.in)
+		switch {
+		case out.Stale:
+			return nil, out, errStale
+		case out.Applies():
+			return nil, out, fmt.Errorf("%s %s: refused, but the item returned with the refusal allows it", st.m.Name, st.t.Name)
+		}
+		return nil, out, nil
+	}
+	if err != nil {
+		return nil, machine.Outcome{}, fmt.Errorf("%s %s: %w", st.m.Name, st.t.Name, err)
+	}
+	return written, machine.Outcome{Next: written, Event: st.t.Event}, nil
 }
 
 // deletedSnapshot is what a deleted item's outcome reports: the item as it

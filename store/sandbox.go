@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
@@ -275,25 +276,19 @@ func (s *Store) PendingCleanup(ctx context.Context, cmd Cmd, sandboxID string) (
 	if done, err := s.recorded(ctx, cmd, &sb); done {
 		return sb, true, err
 	}
-	sb, found, err := s.GetSandbox(ctx, sandboxID)
+	read, err := getRaw(ctx, s.db, s.sandboxes, sandboxKey(sandboxID))
 	if err != nil {
 		return Sandbox{}, false, fmt.Errorf("clean up %s: %w", sandboxID, err)
 	}
-	var reason string
-	switch {
-	case !found:
-		reason = messages.ReasonNotFound
-	case sb.Status != StatusPendingDeletion:
-		reason = messages.ReasonWrongState
-	case sb.NextCleanupAt > cmd.At.Unix():
-		// The backoff holds for a cleanup sent by hand too: it is what
-		// spares the provider a sandbox it keeps refusing.
-		reason = machine.ReasonNotDue
-	default:
+	out := machine.Sandbox.Decide(machine.Sandbox.Transition(machine.SandboxAttempt), read, read, machine.SandboxInput{Now: cmd.At.Unix()})
+	if out.Applies() {
+		if err := attributevalue.UnmarshalMap(read, &sb); err != nil {
+			return Sandbox{}, false, fmt.Errorf("decode sandbox %s: %w", sandboxID, err)
+		}
 		return sb, false, nil
 	}
 	var replayed Sandbox
-	return replayed, true, s.recordRejection(ctx, cmd, sandboxEntity(sandboxID), &Rejection{Reason: reason, At: cmd.At}, &replayed)
+	return replayed, true, s.recordRejection(ctx, cmd, sandboxEntity(sandboxID), &Rejection{Reason: out.Reason, At: cmd.At}, &replayed)
 }
 
 // CleanupDue lists the pending deletions whose next attempt is due at
@@ -301,8 +296,7 @@ func (s *Store) PendingCleanup(ctx context.Context, cmd Cmd, sandboxID string) (
 // (next_cleanup_at); one never tried has none.
 func (s *Store) CleanupDue(ctx context.Context, now int64) ([]Sandbox, error) {
 	kc := expression.Key("status").Equal(expression.Value(StatusPendingDeletion))
-	due := expression.AttributeNotExists(expression.Name("next_cleanup_at")).
-		Or(expression.Name("next_cleanup_at").LessThanEqual(expression.Value(now)))
+	due := machine.Sandbox.Guards(machine.Sandbox.Transition(machine.SandboxAttempt), machine.SandboxInput{Now: now}, nil)
 	found, err := s.query(ctx, "StatusIndex", kc, &due, 0)
 	if err != nil {
 		return nil, fmt.Errorf("list pending deletions due: %w", err)
@@ -576,12 +570,8 @@ func (s *Store) syncChunk(ctx context.Context, cmd Cmd, changes []syncChange, fi
 		case err == nil:
 			*res = next
 			return nil
-		case final && errors.Is(err, errAlreadyApplied):
+		case errors.Is(err, errAlreadyApplied):
 			return s.replay(ctx, cmd, res)
-		case !final && errors.Is(err, errAlreadyApplied):
-			// transact reads a failed last item as the outcome's; without
-			// one, the last item is a change.
-			i = len(changes) - 1
 		default:
 			var ce *conflictError
 			if !errors.As(err, &ce) || ce.item >= len(changes) {
@@ -590,8 +580,7 @@ func (s *Store) syncChunk(ctx context.Context, cmd Cmd, changes []syncChange, fi
 			i, current = ce.item, ce.current
 		}
 		if current == nil {
-			// Not returned with the refusal: raced, gone, or the last
-			// item's refusal, which transact reads as the outcome's.
+			// Not returned with the refusal: raced, or gone.
 			if current, err = getRaw(ctx, s.db, s.sandboxes, sandboxKey(changes[i].in.SandboxID)); err != nil {
 				return fmt.Errorf("sync: %w", err)
 			}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -14,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"transit/machine"
 )
 
 // Row types and sort keys of the timers table (docs/timers.md).
@@ -153,13 +154,14 @@ func dueKey(at Instant, uuid string) string { return at.String() + "#" + uuid }
 
 // TimerRef names one timer and when it is due: what the timer's events
 // say and its recorded outcomes keep.
+// Read from a timer record, it takes these attributes alone.
 type TimerRef struct {
-	ID        string    `json:"timer_id"`
-	UUID      string    `json:"timer_uuid,omitempty"`
-	Shard     int       `json:"shard"`
-	GroupID   string    `json:"group_id,omitempty"`
-	ExecuteAt time.Time `json:"execute_at"`
-	Callback  string    `json:"callback,omitempty"`
+	ID        string    `dynamodbav:"timer_id" json:"timer_id"`
+	UUID      string    `dynamodbav:"timer_uuid" json:"timer_uuid,omitempty"`
+	Shard     int       `dynamodbav:"shard_id" json:"shard"`
+	GroupID   string    `dynamodbav:"timer_group_id" json:"group_id,omitempty"`
+	ExecuteAt time.Time `dynamodbav:"timer_execute_at" json:"execute_at"`
+	Callback  string    `dynamodbav:"timer_callback_url" json:"callback,omitempty"`
 }
 
 // Ref is the timer's reference.
@@ -184,13 +186,24 @@ func timerTableKey(shard int, sk string) map[string]types.AttributeValue {
 
 func timerEntity(id string) string { return "TIMER#" + id }
 
-// atShardVersion is the condition that the shard is at version (0: no
-// record yet).
-func atShardVersion(version int64) expression.ConditionBuilder {
+func (s *Store) timerStep(name string, shard int, id string, in machine.TimerInput) step[machine.TimerInput] {
+	return step[machine.TimerInput]{m: machine.Timer, t: machine.Timer.Transition(name), table: s.timers,
+		key: timerKey(shard, id), in: in, entity: timerEntity(id)}
+}
+
+func (s *Store) shardStep(name string, shard int, in machine.ShardInput) step[machine.ShardInput] {
+	return step[machine.ShardInput]{m: machine.Shard, t: machine.Shard.Transition(name), table: s.timers, key: shardKey(shard), in: in}
+}
+
+// shardHeld is the transaction item that holds a timer write to the
+// shard's version: the record is still at version (absent for 0).
+func (s *Store) shardHeld(shard int, version int64) ([]types.TransactWriteItem, error) {
+	name := machine.ShardHold
 	if version == 0 {
-		return expression.AttributeNotExists(expression.Name("shard_version"))
+		name = machine.ShardHoldUnclaimed
 	}
-	return expression.Name("shard_version").Equal(expression.Value(version))
+	item, err := transitionWrite(s.shardStep(name, shard, machine.ShardInput{Version: version}), nil)
+	return []types.TransactWriteItem{item}, err
 }
 
 func shardMoved(shard int, version int64) error {
@@ -246,16 +259,11 @@ func (s *Store) ClaimShard(ctx context.Context, seen Shard, owner, metadata stri
 	next := seen
 	next.SortKey, next.RowType = shardSortKey, rowShard
 	next.Version, next.Owner, next.ClaimedAt, next.Metadata = seen.Version+1, owner, At(at), metadata
-	var err error
-	if seen.Version == 0 {
-		err = s.putShard(ctx, next)
-	} else {
-		err = s.updateShard(ctx, seen, expression.Set(expression.Name("shard_version"), expression.Value(next.Version)).
-			Set(expression.Name("shard_owner_id"), expression.Value(owner)).
-			Set(expression.Name("shard_claimed_at"), expression.Value(next.ClaimedAt)).
-			Set(expression.Name("shard_metadata"), expression.Value(metadata)),
-			atShardVersion(seen.Version))
+	row, err := rawItem(next)
+	if err != nil {
+		return Shard{}, err
 	}
+	err = s.writeShard(ctx, machine.ShardClaim, seen, machine.ShardInput{Version: seen.Version, Row: row})
 	if err != nil {
 		return Shard{}, fmt.Errorf("claim shard %d: %w", seen.ShardID, err)
 	}
@@ -267,8 +275,7 @@ func (s *Store) ClaimShard(ctx context.Context, seen Shard, owner, metadata stri
 func (s *Store) RenewShard(ctx context.Context, held Shard, at time.Time) (Shard, error) {
 	next := held
 	next.ClaimedAt = At(at)
-	err := s.updateShard(ctx, held, expression.Set(expression.Name("shard_claimed_at"), expression.Value(next.ClaimedAt)),
-		atShardVersion(held.Version).And(expression.Name("shard_owner_id").Equal(expression.Value(held.Owner))))
+	err := s.writeShard(ctx, machine.ShardRenew, held, machine.ShardInput{Version: held.Version, Owner: held.Owner, ClaimedAt: next.ClaimedAt.String()})
 	if err != nil {
 		return Shard{}, fmt.Errorf("renew shard %d: %w", held.ShardID, err)
 	}
@@ -278,41 +285,18 @@ func (s *Store) RenewShard(ctx context.Context, held Shard, at time.Time) (Shard
 // ReleaseShard gives up a held claim, bumping the version, so another
 // instance may claim it at once instead of waiting for it to lapse.
 func (s *Store) ReleaseShard(ctx context.Context, held Shard) error {
-	err := s.updateShard(ctx, held, expression.Set(expression.Name("shard_version"), expression.Value(held.Version+1)).
-		Set(expression.Name("shard_owner_id"), expression.Value("")),
-		atShardVersion(held.Version).And(expression.Name("shard_owner_id").Equal(expression.Value(held.Owner))))
+	err := s.writeShard(ctx, machine.ShardRelease, held, machine.ShardInput{Version: held.Version, Owner: held.Owner})
 	if err != nil {
 		return fmt.Errorf("release shard %d: %w", held.ShardID, err)
 	}
 	return nil
 }
 
-func (s *Store) putShard(ctx context.Context, sh Shard) error {
-	item, err := putIn(s.timers, sh, expression.AttributeNotExists(expression.Name("shard_id")))
-	if err != nil {
-		return err
-	}
-	p := item.Put
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: p.TableName, Item: p.Item, ConditionExpression: p.ConditionExpression,
-		ExpressionAttributeNames: p.ExpressionAttributeNames, ExpressionAttributeValues: p.ExpressionAttributeValues})
-	return shardWriteError(sh.ShardID, 0, err)
-}
-
-func (s *Store) updateShard(ctx context.Context, seen Shard, update expression.UpdateBuilder, cond expression.ConditionBuilder) error {
-	item, err := updateIn(s.timers, shardKey(seen.ShardID), update, cond)
-	if err != nil {
-		return err
-	}
-	u := item.Update
-	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
-		ConditionExpression: u.ConditionExpression, ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues})
-	return shardWriteError(seen.ShardID, seen.Version, err)
-}
-
-func shardWriteError(shard int, version int64, err error) error {
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return shardMoved(shard, version)
+// writeShard makes a shard record transition; a refusal is ErrShardMoved.
+func (s *Store) writeShard(ctx context.Context, transition string, seen Shard, in machine.ShardInput) error {
+	_, out, err := writeAlone(ctx, s.db, s.shardStep(transition, seen.ShardID, in), nil)
+	if err == nil && !out.Applies() {
+		return shardMoved(seen.ShardID, seen.Version)
 	}
 	return err
 }
@@ -320,94 +304,50 @@ func shardWriteError(shard int, version int64, err error) error {
 // CreateTimer writes t, replacing any timer with its ID, if t's shard is
 // still at version; otherwise it returns ErrShardMoved and writes nothing.
 func (s *Store) CreateTimer(ctx context.Context, cmd Cmd, version int64, t Timer) (TimerRef, error) {
-	res := t.Ref()
-	check, err := conditionCheck(s.timers, shardKey(t.ShardID), atShardVersion(version))
+	row, err := rawItem(t)
 	if err != nil {
 		return TimerRef{}, err
 	}
-	item, err := attributevalue.MarshalMap(t)
-	if err != nil {
-		return TimerRef{}, fmt.Errorf("encode timer %s: %w", t.ID, err)
-	}
-	// Unconditional: re-creating a timer replaces it.
-	put := types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.timers), Item: item}}
-	audit, err := s.newAuditPut(cmd, timerEntity(t.ID), Applied, "", res)
-	if err != nil {
+	st := s.timerStep(machine.TimerCreate, t.ShardID, t.ID, machine.TimerInput{Row: row})
+	if st.with, err = s.shardHeld(t.ShardID, version); err != nil {
 		return TimerRef{}, err
 	}
-	err = s.settleInShard(ctx, cmd, []types.TransactWriteItem{check, put, audit}, &res)
-	if failedOn(err, 0) {
-		return TimerRef{}, fmt.Errorf("create timer %s: %w", t.ID, shardMoved(t.ShardID, version))
-	}
+	var ref TimerRef
+	// Nothing to read first: a creation takes any timer it finds.
+	err = retrying(ctx, st, func() error {
+		_, err := write(ctx, s, cmd, st, nil, &ref)
+		return err
+	})
 	if err != nil {
-		return TimerRef{}, fmt.Errorf("create timer %s: %w", t.ID, err)
+		return TimerRef{}, fmt.Errorf("create timer %s: %w", t.ID, inShard(err, t.ShardID, version))
 	}
-	return res, nil
+	return ref, nil
 }
 
 // DeleteTimer deletes the timer id from its shard if the shard is still
 // at version, else returns ErrShardMoved. The result's UUID is empty when
 // there was no such timer.
 func (s *Store) DeleteTimer(ctx context.Context, cmd Cmd, shard int, version int64, id string) (TimerRef, error) {
-	for round := 0; round < allocateRounds; round++ {
-		t, found, err := s.GetTimer(ctx, shard, id)
-		if err != nil {
-			return TimerRef{}, fmt.Errorf("delete timer %s: %w", id, err)
-		}
-		res := TimerRef{ID: id, Shard: shard}
-		check, err := conditionCheck(s.timers, shardKey(shard), atShardVersion(version))
-		if err != nil {
-			return TimerRef{}, err
-		}
-		items := []types.TransactWriteItem{check}
-		if found {
-			res = t.Ref()
-			del, err := deleteIn(s.timers, timerKey(shard, id), expression.Name("timer_uuid").Equal(expression.Value(t.UUID)))
-			if err != nil {
-				return TimerRef{}, err
-			}
-			items = append(items, del)
-		}
-		audit, err := s.newAuditPut(cmd, timerEntity(id), Applied, "", res)
-		if err != nil {
-			return TimerRef{}, err
-		}
-		err = s.settleInShard(ctx, cmd, append(items, audit), &res)
-		switch {
-		case failedOn(err, 0):
-			return TimerRef{}, fmt.Errorf("delete timer %s: %w", id, shardMoved(shard, version))
-		case errors.Is(err, errConflict):
-			continue // replaced meanwhile: delete the replacement
-		case err != nil:
-			return TimerRef{}, fmt.Errorf("delete timer %s: %w", id, err)
-		}
-		return res, nil
+	st := s.timerStep(machine.TimerDelete, shard, id, machine.TimerInput{})
+	var err error
+	if st.with, err = s.shardHeld(shard, version); err != nil {
+		return TimerRef{}, err
 	}
-	return TimerRef{}, fmt.Errorf("delete timer %s: %w", id, errConflict)
+	var ref TimerRef
+	if err := apply(ctx, s, cmd, st, &ref); err != nil {
+		return TimerRef{}, fmt.Errorf("delete timer %s: %w", id, inShard(err, shard, version))
+	}
+	ref.ID, ref.Shard = id, shard
+	return ref, nil
 }
 
-// maxRaces bounds how often a timer write is retried after losing a race
-// to a concurrent transaction on the same item.
-const maxRaces = 20
-
-// settleInShard settles a timer transaction. Every timer write in a shard
-// checks the shard's record, so concurrent writes to one shard race for
-// it and DynamoDB cancels the losers unevaluated (TransactionConflict);
-// those are retried after a short random pause.
-func (s *Store) settleInShard(ctx context.Context, cmd Cmd, items []types.TransactWriteItem, out any) error {
-	for race := 1; ; race++ {
-		err := s.settle(ctx, cmd, items, out)
-		var ce *conflictError
-		if !errors.As(err, &ce) || !ce.raced || race == maxRaces {
-			return err
-		}
-		pause := time.Duration(rand.Int64N(int64(min(race, 5)) * int64(5*time.Millisecond)))
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(pause):
-		}
+// inShard is err of a timer write held to the shard's version: a refused
+// hold is ErrShardMoved.
+func inShard(err error, shard int, version int64) error {
+	if failedOn(err, 1) {
+		return shardMoved(shard, version)
 	}
+	return err
 }
 
 // GetTimer reads one timer, strongly consistent.
@@ -461,41 +401,20 @@ var (
 // timer was deleted, replaced or moved on, and ErrFiring while another
 // delivery of cmd holds the firing: only one delivery calls back at a time.
 func (s *Store) StartFiring(ctx context.Context, cmd Cmd, shard int, id, uuid string, executeAt time.Time, until time.Time) (Timer, error) {
-	as := expression.Name("timer_uuid").Equal(expression.Value(uuid)).
-		And(expression.Name("timer_execute_at").Equal(expression.Value(At(executeAt))))
-	free := expression.AttributeNotExists(expression.Name("timer_firing_until")).
-		Or(expression.Name("timer_firing_until").LessThan(expression.Value(cmd.At.UnixMilli())))
-	expr, err := expression.NewBuilder().
-		WithUpdate(expression.Set(expression.Name("timer_firing_by"), expression.Value(cmd.ID)).
-			Set(expression.Name("timer_firing_until"), expression.Value(until.UnixMilli()))).
-		WithCondition(as.And(free)).Build()
-	if err != nil {
-		return Timer{}, err
-	}
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.timers), Key: timerKey(shard, id),
-		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-		ReturnValues: types.ReturnValueAllNew,
+	st := s.timerStep(machine.TimerTake, shard, id, machine.TimerInput{
+		Now: cmd.At.UnixMilli(), UUID: uuid, ExecuteAt: At(executeAt).String(), Holder: cmd.ID, Until: until.UnixMilli(),
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		// Rare: read why, rather than rely on every emulator returning
-		// the old item with the failure.
-		t, found, rerr := s.GetTimer(ctx, shard, id)
-		switch {
-		case rerr != nil:
-			return Timer{}, fmt.Errorf("fire timer %s: %w", id, rerr)
-		case found && t.UUID == uuid && t.ExecuteAt.Equal(At(executeAt).Time):
-			return Timer{}, fmt.Errorf("fire timer %s: %w", id, ErrFiring)
-		}
+	item, out, err := writeAlone(ctx, s.db, st, nil)
+	switch {
+	case err != nil:
+		return Timer{}, fmt.Errorf("fire timer %s: %w", id, err)
+	case out.Reason == machine.ReasonFiring:
+		return Timer{}, fmt.Errorf("fire timer %s: %w", id, ErrFiring)
+	case !out.Applies():
 		return Timer{}, fmt.Errorf("fire timer %s: %w", id, ErrNotDue)
 	}
-	if err != nil {
-		return Timer{}, fmt.Errorf("fire timer %s: %w", id, err)
-	}
 	var t Timer
-	if err := attributevalue.UnmarshalMap(out.Attributes, &t); err != nil {
+	if err := attributevalue.UnmarshalMap(item, &t); err != nil {
 		return Timer{}, fmt.Errorf("decode timer %s: %w", id, err)
 	}
 	return t, nil
@@ -515,45 +434,38 @@ func (s *Store) RecordedFiring(ctx context.Context, cmd Cmd) (Firing, bool, erro
 // while cmd still holds the firing; if the timer was replaced or deleted
 // meanwhile, the outcome is recorded alone.
 func (s *Store) FinishFiring(ctx context.Context, cmd Cmd, t Timer, f Firing) (Firing, error) {
-	held := expression.Name("timer_uuid").Equal(expression.Value(t.UUID)).
-		And(expression.Name("timer_firing_by").Equal(expression.Value(cmd.ID)))
-	var change types.TransactWriteItem
-	var err error
-	if f.Next == nil {
-		change, err = deleteIn(s.timers, timerKey(t.ShardID, t.ID), held)
-	} else {
-		next := t
-		if f.NextUUID != "" {
-			next.UUID = f.NextUUID
-			next.Attempts = 0
-			next.FirstExecuteAt = At(*f.Next)
-		} else {
-			next.Attempts = f.Attempts
-		}
+	transition := machine.TimerFire
+	next := t
+	switch {
+	case f.Next == nil && f.Result == FiringFailed:
+		transition = machine.TimerFail
+	case f.NextUUID != "":
+		transition = machine.TimerReschedule
+		next.UUID, next.Attempts, next.FirstExecuteAt = f.NextUUID, 0, At(*f.Next)
 		next.schedule(*f.Next)
-		change, err = updateIn(s.timers, timerKey(t.ShardID, t.ID),
-			expression.Set(expression.Name("timer_execute_at"), expression.Value(next.ExecuteAt)).
-				Set(expression.Name("timer_execute_at_with_uuid"), expression.Value(next.DueKey)).
-				Set(expression.Name("timer_uuid"), expression.Value(next.UUID)).
-				Set(expression.Name("timer_attempts"), expression.Value(next.Attempts)).
-				Set(expression.Name("timer_first_execute_at"), expression.Value(next.FirstExecuteAt)).
-				Remove(expression.Name("timer_firing_by")).
-				Remove(expression.Name("timer_firing_until")),
-			held)
+	case f.Next != nil:
+		transition = machine.TimerRetry
+		next.Attempts = f.Attempts
+		next.schedule(*f.Next)
 	}
+	read, err := rawItem(t)
 	if err != nil {
 		return Firing{}, err
 	}
-	audit, err := s.newAuditPut(cmd, timerEntity(t.ID), Applied, f.Result, f)
+	row, err := rawItem(next)
 	if err != nil {
 		return Firing{}, err
 	}
-	err = s.settleInShard(ctx, cmd, []types.TransactWriteItem{change, audit}, &f)
-	if failedOn(err, 0) {
-		if _, err := s.record(ctx, cmd, timerEntity(t.ID), Applied, f.Result, f, &f); err != nil {
-			return Firing{}, fmt.Errorf("record firing of timer %s: %w", t.ID, err)
-		}
-		return f, nil
+	st := s.timerStep(transition, t.ShardID, t.ID, machine.TimerInput{UUID: t.UUID, Holder: cmd.ID, Row: row})
+	st.details, st.reason = f, f.Result
+	var out machine.Outcome
+	err = retrying(ctx, st, func() (err error) {
+		out, err = write(ctx, s, cmd, st, read, &f)
+		return err
+	})
+	if err == nil && !out.Applies() {
+		// Replaced or deleted meanwhile: the firing happened all the same.
+		_, err = s.record(ctx, cmd, timerEntity(t.ID), Applied, f.Result, f, &f)
 	}
 	if err != nil {
 		return Firing{}, fmt.Errorf("record firing of timer %s: %w", t.ID, err)

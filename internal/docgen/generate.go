@@ -121,6 +121,8 @@ var machines = map[string]interface{ Mermaid() string }{
 	machine.Sandbox.Name:      machine.Sandbox,
 	machine.Layer.Name:        machine.Layer,
 	machine.LayerPointer.Name: machine.LayerPointer,
+	machine.Timer.Name:        machine.Timer,
+	machine.Shard.Name:        machine.Shard,
 }
 
 // projection is what store's provisioning projects into every secondary
