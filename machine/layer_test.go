@@ -44,7 +44,6 @@ func layerInput(t *testing.T, version int) machine.LayerInput {
 // than the one it holds (4 over 3).
 func TestLayer_every_state_and_transition(t *testing.T) {
 	nf, ws, dup := messages.ReasonNotFound, messages.ReasonWrongState, messages.ReasonAlreadyRecorded
-	type cell struct{ to, reason string }
 	machines := []struct {
 		m     *machine.Machine[machine.LayerInput]
 		table map[string]map[string]cell
@@ -73,29 +72,7 @@ func TestLayer_every_state_and_transition(t *testing.T) {
 		}},
 	}
 	for _, mt := range machines {
-		require.Len(t, mt.table, len(mt.m.Transitions), "%s: every transition has its row", mt.m.Name)
-		for _, tr := range mt.m.Transitions {
-			for _, state := range append([]string{machine.Absent}, mt.m.States...) {
-				want, listed := mt.table[tr.Name][state]
-				require.True(t, listed, "cell %s %s × %q is in the table", mt.m.Name, tr.Name, state)
-				t.Run(mt.m.Name+"/"+tr.Name+"/from_"+state, func(t *testing.T) {
-					item := layerItem(t, mt.m, state)
-					out := mt.m.Decide(mt.m.Transition(tr.Name), item, item, layerInput(t, 4))
-					if want.reason != "" {
-						assert.Equal(t, want.reason, out.Reason)
-						assert.Equal(t, tr.Rejected, out.Event)
-						return
-					}
-					require.True(t, out.Applies(), "rejected: %s", out.Reason)
-					_, hasState := out.Next[mt.m.State]
-					if want.to == mt.m.Unset {
-						assert.False(t, hasState, "an item in %s has no %s", want.to, mt.m.State)
-					} else {
-						assert.Equal(t, want.to, str(t, out.Next, mt.m.State))
-					}
-				})
-			}
-		}
+		checkTable(t, mt.m, mt.table, func(t *testing.T, state string) machine.Item { return layerItem(t, mt.m, state) }, layerInput(t, 4))
 	}
 }
 

@@ -107,3 +107,44 @@ func TestMermaid_draws_every_transition_from_every_starting_state(t *testing.T) 
 	assert.Contains(t, diagram, "pending_deletion --> [*]: sandbox.cleanup")
 	assert.NotContains(t, diagram, "lab duration unchanged", "pins reject nothing, so they are not drawn")
 }
+
+// cell is one (transition × state) cell of a machine's table: the next
+// state when the transition applies, else the reason it is refused.
+type cell struct{ to, reason string }
+
+// checkTable decides every cell of m's table on the item itemIn gives for
+// each state (nil for Absent) and input in, and checks it against table,
+// which must list every transition and state: the next state and the
+// transition's event, or the reason and its rejection event.
+func checkTable[In any](t *testing.T, m *machine.Machine[In], table map[string]map[string]cell, itemIn func(*testing.T, string) machine.Item, in In) {
+	t.Helper()
+	require.Len(t, table, len(m.Transitions), "%s: every transition has its row", m.Name)
+	for _, tr := range m.Transitions {
+		for _, state := range append([]string{machine.Absent}, m.States...) {
+			want, listed := table[tr.Name][state]
+			require.True(t, listed, "cell %s %s × %q is in the table", m.Name, tr.Name, state)
+			t.Run(m.Name+"/"+tr.Name+"/from_"+state, func(t *testing.T) {
+				item := itemIn(t, state)
+				out := m.Decide(m.Transition(tr.Name), item, item, in)
+				assert.False(t, out.Stale)
+				if want.reason != "" {
+					assert.Equal(t, want.reason, out.Reason)
+					assert.Nil(t, out.Next)
+					assert.Equal(t, tr.Rejected, out.Event)
+					return
+				}
+				require.True(t, out.Applies(), "rejected: %s", out.Reason)
+				assert.Equal(t, tr.Event, out.Event)
+				switch want.to {
+				case machine.Absent:
+					assert.Nil(t, out.Next)
+				case m.Unset:
+					require.NotNil(t, out.Next)
+					assert.NotContains(t, out.Next, m.State, "an item in %s has no %s", want.to, m.State)
+				default:
+					assert.Equal(t, want.to, str(t, out.Next, m.State))
+				}
+			})
+		}
+	}
+}

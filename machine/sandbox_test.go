@@ -50,9 +50,7 @@ func input() machine.SandboxInput {
 // satisfied: the next state where the transition is legal, else the
 // reason. The expectations are written out, not derived.
 func TestSandbox_every_state_and_transition(t *testing.T) {
-	const ok = ""
 	nf, ws := messages.ReasonNotFound, messages.ReasonWrongState
-	type cell struct{ to, reason string }
 	const (
 		absent    = machine.Absent
 		available = machine.SandboxAvailable
@@ -129,32 +127,7 @@ func TestSandbox_every_state_and_transition(t *testing.T) {
 			pending: {reason: ws}, stale: {to: absent}, stuck: {reason: ws},
 		},
 	}
-	require.Len(t, table, len(machine.Sandbox.Transitions), "every transition has its row")
-	states := append([]string{machine.Absent}, machine.Sandbox.States...)
-	for _, tr := range machine.Sandbox.Transitions {
-		for _, state := range states {
-			want, listed := table[tr.Name][state]
-			require.True(t, listed, "cell %s × %q is in the table", tr.Name, state)
-			t.Run(tr.Name+"/from_"+state, func(t *testing.T) {
-				item := sandboxIn(t, state)
-				out := machine.Sandbox.Decide(machine.Sandbox.Transition(tr.Name), item, item, input())
-				assert.False(t, out.Stale)
-				if want.reason != ok {
-					assert.Equal(t, want.reason, out.Reason)
-					assert.Nil(t, out.Next)
-					assert.Equal(t, tr.Rejected, out.Event)
-					return
-				}
-				require.True(t, out.Applies(), "rejected: %s", out.Reason)
-				assert.Equal(t, tr.Event, out.Event)
-				if want.to == machine.Absent {
-					assert.Nil(t, out.Next)
-					return
-				}
-				assert.Equal(t, want.to, str(t, out.Next, "status"))
-			})
-		}
-	}
+	checkTable(t, machine.Sandbox, table, sandboxIn, input())
 }
 
 // TestSandbox_guards_give_their_reasons: from a legal state, each guard

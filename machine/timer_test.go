@@ -57,7 +57,6 @@ func timerInput(t *testing.T) machine.TimerInput {
 // that firing already holds it (a second delivery of the same command).
 func TestTimer_every_state_and_transition(t *testing.T) {
 	nf := messages.ReasonNotFound
-	type cell struct{ to, reason string }
 	table := map[string]map[string]cell{
 		machine.TimerCreate:     {machine.Absent: {to: machine.TimerScheduled}, machine.TimerScheduled: {to: machine.TimerScheduled}},
 		machine.TimerDelete:     {machine.Absent: {to: machine.Absent}, machine.TimerScheduled: {to: machine.Absent}},
@@ -67,29 +66,7 @@ func TestTimer_every_state_and_transition(t *testing.T) {
 		machine.TimerRetry:      {machine.Absent: {reason: nf}, machine.TimerScheduled: {to: machine.TimerScheduled}},
 		machine.TimerFail:       {machine.Absent: {reason: nf}, machine.TimerScheduled: {to: machine.Absent}},
 	}
-	require.Len(t, table, len(machine.Timer.Transitions), "every transition has its row")
-	for _, tr := range machine.Timer.Transitions {
-		for _, state := range append([]string{machine.Absent}, machine.Timer.States...) {
-			want, listed := table[tr.Name][state]
-			require.True(t, listed, "cell %s × %q is in the table", tr.Name, state)
-			t.Run(tr.Name+"/from_"+state, func(t *testing.T) {
-				item := timerIn(t, state)
-				out := machine.Timer.Decide(machine.Timer.Transition(tr.Name), item, item, timerInput(t))
-				assert.False(t, out.Stale)
-				if want.reason != "" {
-					assert.Equal(t, want.reason, out.Reason)
-					return
-				}
-				require.True(t, out.Applies(), "rejected: %s", out.Reason)
-				assert.Equal(t, tr.Event, out.Event)
-				if want.to == machine.Absent {
-					assert.Nil(t, out.Next)
-				} else {
-					assert.Equal(t, "uuid", str(t, out.Next, "timer_uuid")[:4])
-				}
-			})
-		}
-	}
+	checkTable(t, machine.Timer, table, timerIn, timerInput(t))
 }
 
 // TestTimer_take_holds_one_firing_at_a_time: a delivery takes a timer due
@@ -196,7 +173,6 @@ func shardIn(t *testing.T, state string) machine.Item {
 // record exists).
 func TestShard_every_state_and_transition(t *testing.T) {
 	nf, ws := messages.ReasonNotFound, messages.ReasonWrongState
-	type cell struct{ to, reason string }
 	table := map[string]map[string]cell{
 		// From absent the claim is the writer's, who read the record at 4: moved.
 		machine.ShardClaim:         {machine.Absent: {reason: machine.ReasonShardMoved}, machine.ShardRecorded: {to: machine.ShardRecorded}},
@@ -205,23 +181,8 @@ func TestShard_every_state_and_transition(t *testing.T) {
 		machine.ShardHold:          {machine.Absent: {reason: nf}, machine.ShardRecorded: {to: machine.ShardRecorded}},
 		machine.ShardHoldUnclaimed: {machine.Absent: {to: machine.Absent}, machine.ShardRecorded: {reason: ws}},
 	}
-	require.Len(t, table, len(machine.Shard.Transitions), "every transition has its row")
 	in := machine.ShardInput{Version: 4, Owner: "i-1", Row: shardIn(t, machine.ShardRecorded), ClaimedAt: "2027-01-15T08:00:05.000Z"}
-	for _, tr := range machine.Shard.Transitions {
-		for _, state := range append([]string{machine.Absent}, machine.Shard.States...) {
-			want, listed := table[tr.Name][state]
-			require.True(t, listed, "cell %s × %q is in the table", tr.Name, state)
-			t.Run(tr.Name+"/from_"+state, func(t *testing.T) {
-				item := shardIn(t, state)
-				out := machine.Shard.Decide(machine.Shard.Transition(tr.Name), item, item, in)
-				if want.reason != "" {
-					assert.Equal(t, want.reason, out.Reason)
-					return
-				}
-				require.True(t, out.Applies(), "rejected: %s", out.Reason)
-			})
-		}
-	}
+	checkTable(t, machine.Shard, table, shardIn, in)
 }
 
 // TestShard_a_writer_that_lost_the_shard_is_refused: another version or
