@@ -145,6 +145,32 @@ func enumSchema(p *jsonschema.Schema, values []string) {
 	}
 }
 
+// defaultedEnumSchema mirrors checkOneOf on a member Validate fills in
+// when it is empty: absent, null and "" all mean def.
+func defaultedEnumSchema(p *jsonschema.Schema, values []string, def string) {
+	enumSchema(p, values)
+	p.Enum = append(p.Enum, "", nil)
+	p.Default = def
+	nullable(p)
+}
+
+// emailSchemaPattern is emailPattern under checkText's character rule,
+// spelled out: Go's \s is ASCII white space, which JSON Schema's (ECMA
+// 262) is not, and of it only the space is not a control character.
+const emailSchemaPattern = `^[^@\x00-\x20\x7f]+@[^@\x00-\x20\x7f]+\.[^@\x00-\x20\x7f]+$`
+
+// exactlyWhenScope mirrors SettingsUpdatePayload's rule that member (an
+// ID) is set exactly when scope is the given one.
+func exactlyWhenScope(s *jsonschema.Schema, scope, member string) {
+	when := &jsonschema.Schema{Properties: jsonschema.NewProperties(), Required: []string{"scope"}}
+	when.Properties.Set("scope", &jsonschema.Schema{Const: scope})
+	set := &jsonschema.Schema{Properties: jsonschema.NewProperties(), Required: []string{member}}
+	set.Properties.Set(member, &jsonschema.Schema{Type: "string", MinLength: count(1)})
+	unset := &jsonschema.Schema{Properties: jsonschema.NewProperties()}
+	unset.Properties.Set(member, &jsonschema.Schema{Enum: []any{"", nil}})
+	s.AllOf = append(s.AllOf, &jsonschema.Schema{If: when, Then: set, Else: unset})
+}
+
 // Actor is who sent a command: "user:<id>", "agent:<id>" or "system".
 // Every command of the org and task domains names one; the queue's IAM
 // policy, not transit, decides who may send which.
@@ -176,9 +202,7 @@ type OrgCreatePayload struct {
 func (OrgCreatePayload) JSONSchemaExtend(s *jsonschema.Schema) {
 	entityIDSchema(property(s, "org_id"))
 	requiredTextSchema(property(s, "name"), maxName)
-	plan := property(s, "plan")
-	enumSchema(plan, plans)
-	plan.Default = plans[0]
+	defaultedEnumSchema(property(s, "plan"), plans, plans[0])
 	actorSchema(property(s, "actor"))
 }
 
@@ -208,8 +232,8 @@ func (UserRegisterPayload) JSONSchemaExtend(s *jsonschema.Schema) {
 	entityIDSchema(property(s, "org_id"))
 	entityIDSchema(property(s, "user_id"))
 	email := property(s, "email")
-	patternSchema(email, emailPattern, maxEmail)
-	email.Format = "email"
+	requiredTextSchema(email, maxEmail)
+	email.Pattern = emailSchemaPattern
 	pw := property(s, "password")
 	requiredTextSchema(pw, maxPassword)
 	pw.MinLength = count(minPassword)
@@ -320,8 +344,9 @@ func (SettingsUpdatePayload) JSONSchemaExtend(s *jsonschema.Schema) {
 	nullable(property(s, "ui_prefs"))
 	nullable(property(s, "notify_prefs"))
 	actorSchema(property(s, "actor"))
-	goOnly(s, "user_id is set exactly when scope is user, project_id exactly when scope is project",
-		fmt.Sprintf("ui_prefs and notify_prefs are each at most %d KiB", maxPrefs>>10))
+	exactlyWhenScope(s, ScopeUser, "user_id")
+	exactlyWhenScope(s, ScopeProject, "project_id")
+	goOnly(s, fmt.Sprintf("ui_prefs and notify_prefs are each at most %d KiB, keys and values counted in bytes of UTF-8", maxPrefs>>10))
 }
 
 func (p *SettingsUpdatePayload) Validate() error {
@@ -424,7 +449,8 @@ type UserRegisteredPayload struct {
 type UserSuspendedPayload struct {
 	OrgID  string `json:"org_id"`
 	UserID string `json:"user_id"`
-	By     Actor  `json:"by"`
+	// By is who suspended the user.
+	By Actor `json:"by"`
 }
 
 // ProjectCreatedPayload is a project created.

@@ -93,6 +93,7 @@ var eventReasons = map[Type][]string{
 // comment; a producer never sees Go type names.
 var nestedSubjects = map[string]string{
 	"InventoryItem": "Each entry",
+	"LogLine":       "Each line",
 }
 
 const (
@@ -109,7 +110,7 @@ type generator struct {
 	names  map[string]string // Go field name → JSON name, to translate comments
 }
 
-//go:embed envelope.go layer.go sandbox.go timer.go
+//go:embed envelope.go layer.go org.go sandbox.go task.go timer.go
 var sources embed.FS
 
 // newGenerator reads the doc comments of the payload types from the

@@ -19,6 +19,23 @@ const (
 
 var exampleLayer = LayerVersionPayload{Region: "eu-west-1", Package: "requests", Version: 3}
 
+// The org and task domains' examples: one org, its owner, a project, an
+// agent and a task. Their times are as stored: RFC 3339, UTC, milliseconds.
+const (
+	exampleOrgID   = "org-acme"
+	exampleUserID  = "u-1"
+	exampleUser    = Actor("user:" + exampleUserID)
+	exampleProject = "proj-web"
+	exampleAgentID = "agent-7"
+	exampleTaskID  = "task-42"
+	exampleAt      = "2030-01-02T03:04:05.000Z"
+	exampleLeaseAt = "2030-01-02T03:09:05.000Z"
+	exampleModel   = "claude-sonnet-4-5"
+	exampleQuest   = "Should the migration also drop the legacy sessions table?"
+)
+
+var exampleTaskAgent = TaskAgentPayload{OrgID: exampleOrgID, TaskID: exampleTaskID, AgentID: exampleAgentID}
+
 var examples = map[string]any{
 	SchemaID(CommandSchema, SandboxAllocate):     SandboxAllocatePayload{TrackID: "track-42"},
 	SchemaID(CommandSchema, SandboxMarkDeletion): SandboxMarkDeletionPayload{SandboxID: exampleSandboxID, TrackID: "track-42"},
@@ -43,6 +60,40 @@ var examples = map[string]any{
 	},
 	SchemaID(CommandSchema, TimerDelete): TimerDeletePayload{TimerID: "order-42:reminder"},
 	SchemaID(CommandSchema, TimerDue):    TimerDuePayload{Shard: 3, TimerID: "order-42:reminder", TimerUUID: exampleTimerUUID, ExecuteAt: exampleTime},
+
+	SchemaID(CommandSchema, OrgCreate): OrgCreatePayload{OrgID: exampleOrgID, Name: "Acme Corp", Plan: "pro", Actor: "system"},
+	SchemaID(CommandSchema, UserRegister): UserRegisterPayload{OrgID: exampleOrgID, UserID: exampleUserID, Email: "ada@acme.example",
+		Password: "correct horse battery staple", DisplayName: "Ada Lovelace", Role: RoleOwner, Actor: "system"},
+	SchemaID(CommandSchema, UserSuspend): UserSuspendPayload{OrgID: exampleOrgID, UserID: "u-2", Actor: exampleUser},
+	SchemaID(CommandSchema, ProjectCreate): ProjectCreatePayload{OrgID: exampleOrgID, ProjectID: exampleProject, Name: "Web app",
+		LocalPathHint: "/Users/ada/src/web", DefaultModel: exampleModel, Actor: exampleUser},
+	SchemaID(CommandSchema, SettingsUpdate): SettingsUpdatePayload{OrgID: exampleOrgID, Scope: ScopeProject, ProjectID: exampleProject,
+		DefaultModel: exampleModel, ModelAllowList: []string{exampleModel, "claude-opus-4-1"}, AnthropicKeyRef: "secret-anthropic",
+		NotifyPrefs: map[string]string{"task.awaiting-response": "email"}, Actor: exampleUser},
+	SchemaID(CommandSchema, SecretStore): SecretStorePayload{OrgID: exampleOrgID, SecretID: "secret-anthropic", Type: "anthropic_key",
+		Value: "sk-ant-api03-EXAMPLE", Actor: exampleUser},
+	SchemaID(CommandSchema, SecretRotate): SecretRotatePayload{OrgID: exampleOrgID, SecretID: "secret-anthropic", Value: "sk-ant-api03-ROTATED", Actor: exampleUser},
+
+	SchemaID(CommandSchema, TaskQueue): TaskQueuePayload{OrgID: exampleOrgID, TaskID: exampleTaskID, ProjectID: exampleProject,
+		Prompt: "Add a migration that indexes sessions by user_id, then run the test suite.", Priority: new(70), Actor: exampleUser},
+	SchemaID(CommandSchema, TaskLease): TaskLeasePayload{OrgID: exampleOrgID, AgentID: exampleAgentID, Capabilities: []string{"interactive", "git"}},
+	SchemaID(CommandSchema, TaskStart): exampleTaskAgent,
+	SchemaID(CommandSchema, TaskProgress): TaskProgressPayload{TaskAgentPayload: exampleTaskAgent, Message: "running the test suite",
+		Lines: []LogLine{
+			{Seq: 41, At: exampleTime, Stream: "stdout", Line: "ok   web/sessions 0.412s", Level: "info"},
+			{Seq: 42, At: exampleTime.Add(250 * time.Millisecond), Stream: "stderr", Line: "warning: 2 deprecated calls", Level: "warn"},
+		}},
+	SchemaID(CommandSchema, TaskAwaitResponse): TaskQuestionPayload{TaskAgentPayload: exampleTaskAgent, Question: exampleQuest},
+	SchemaID(CommandSchema, TaskRespond):       TaskResponsePayload{OrgID: exampleOrgID, TaskID: exampleTaskID, Response: "No, keep it for now.", Actor: exampleUser},
+	SchemaID(CommandSchema, TaskComplete):      TaskResultPayload{TaskAgentPayload: exampleTaskAgent, Result: "Added migration 0042; 318 tests pass."},
+	SchemaID(CommandSchema, TaskFail):          TaskErrorPayload{TaskAgentPayload: exampleTaskAgent, Error: "test suite failed: 3 of 318 tests"},
+	SchemaID(CommandSchema, TaskCancel):        TaskCancelPayload{OrgID: exampleOrgID, TaskID: exampleTaskID, Actor: exampleUser},
+	SchemaID(CommandSchema, TaskLeaseExpire):   TaskLeaseExpiredPayload{OrgID: exampleOrgID, TaskID: exampleTaskID, AgentID: exampleAgentID, Actor: "system"},
+	SchemaID(CommandSchema, AgentHeartbeat): AgentHeartbeatPayload{OrgID: exampleOrgID, AgentID: exampleAgentID, Host: "ada-mbp.local",
+		PID: 48213, Cwd: "/Users/ada/src/web", Version: "1.4.2", Capabilities: []string{"interactive", "git"}, CanInteractive: true,
+		CurrentTaskID: exampleTaskID, CurrentProjectID: exampleProject},
+	SchemaID(CommandSchema, AgentSilence):         AgentSilentPayload{OrgID: exampleOrgID, AgentID: exampleAgentID, LastHeartbeatAt: exampleAt, Actor: "system"},
+	SchemaID(CommandSchema, NotificationMarkRead): NotificationReadPayload{OrgID: exampleOrgID, NotificationID: "notif-9", CreatedAt: exampleAt, Actor: exampleUser},
 
 	SchemaID(EventSchema, SandboxAllocated): SandboxAllocatedPayload{SandboxID: exampleSandboxID, ExternalID: "ext-1", Name: "lab-1",
 		TrackID: "track-42", IdempotencyKey: "track-42", AllocatedAt: 1893553445, ExpiresAt: 1893567845},
@@ -80,4 +131,45 @@ var examples = map[string]any{
 		ExecuteAt: exampleTime, FiredAt: exampleTime.Add(120 * time.Millisecond), Attempts: 1},
 	SchemaID(EventSchema, TimerFailed): TimerFailedPayload{TimerID: "order-42:reminder", TimerUUID: exampleTimerUUID, Shard: 3,
 		ExecuteAt: exampleTime.Add(7 * time.Second), Attempts: 3, LastError: "callback answered 404"},
+
+	SchemaID(EventSchema, OrgEventCreated): OrgCreatedPayload{OrgID: exampleOrgID, Name: "Acme Corp", Plan: "pro", CreatedAt: exampleAt},
+	SchemaID(EventSchema, UserRegistered): UserRegisteredPayload{OrgID: exampleOrgID, UserID: exampleUserID, Email: "ada@acme.example",
+		DisplayName: "Ada Lovelace", Role: RoleOwner, CreatedAt: exampleAt},
+	SchemaID(EventSchema, UserSuspended): UserSuspendedPayload{OrgID: exampleOrgID, UserID: "u-2", By: exampleUser},
+	SchemaID(EventSchema, ProjectCreated): ProjectCreatedPayload{OrgID: exampleOrgID, ProjectID: exampleProject, Name: "Web app",
+		LocalPathHint: "/Users/ada/src/web", DefaultModel: exampleModel, CreatedAt: exampleAt},
+	SchemaID(EventSchema, SettingsUpdated): SettingsUpdatedPayload{OrgID: exampleOrgID, Scope: ScopeProject, ProjectID: exampleProject,
+		DefaultModel: exampleModel, ModelAllowList: []string{exampleModel, "claude-opus-4-1"}, UpdatedAt: exampleAt},
+	SchemaID(EventSchema, SecretStored):  SecretStoredPayload{OrgID: exampleOrgID, SecretID: "secret-anthropic", Type: "anthropic_key", Encrypted: true, UpdatedAt: exampleAt},
+	SchemaID(EventSchema, SecretRotated): SecretStoredPayload{OrgID: exampleOrgID, SecretID: "secret-anthropic", Type: "anthropic_key", Encrypted: true, UpdatedAt: exampleAt},
+	SchemaID(EventSchema, OrgRejected):   OrgRejectedPayload{Command: UserRegister, OrgID: exampleOrgID, ID: "u-3", Actor: exampleUser, Reason: ReasonEmailTaken},
+
+	SchemaID(EventSchema, TaskQueued): TaskQueuedPayload{OrgID: exampleOrgID, TaskID: exampleTaskID, ProjectID: exampleProject,
+		Title: "Add a migration that indexes sessions by user_id, then run the test suite.", Priority: 70, Model: exampleModel, CreatedAt: exampleAt},
+	SchemaID(EventSchema, TaskLeased): TaskLeasedPayload{OrgID: exampleOrgID, TaskID: exampleTaskID, AgentID: exampleAgentID, ProjectID: exampleProject,
+		Title: "Add a migration that indexes sessions by user_id, then run the test suite.", Prompt: "Add a migration that indexes sessions by user_id, then run the test suite.",
+		Priority: 70, Model: exampleModel, Attempts: 1, LeaseExpiresAt: exampleLeaseAt, CorrelationID: "4b6c1f0e-8d2a-4c55-9b1e-2f7a9d3c6e10"},
+	SchemaID(EventSchema, TaskLeaseEmpty): TaskLeaseEmptyPayload{OrgID: exampleOrgID, AgentID: exampleAgentID},
+	SchemaID(EventSchema, TaskStarted): TaskChangedPayload{OrgID: exampleOrgID, TaskID: exampleTaskID, AgentID: exampleAgentID,
+		State: "RUNNING", At: exampleAt, By: "agent:" + exampleAgentID},
+	SchemaID(EventSchema, TaskProgressed): TaskProgressedPayload{OrgID: exampleOrgID, TaskID: exampleTaskID, AgentID: exampleAgentID,
+		Message: "running the test suite", Lines: 2, FirstSeq: 41, LastSeq: 42, At: exampleAt},
+	SchemaID(EventSchema, TaskAwaitingResponse): TaskChangedPayload{OrgID: exampleOrgID, TaskID: exampleTaskID, AgentID: exampleAgentID,
+		State: "AWAITING_RESPONSE", At: exampleAt, By: "agent:" + exampleAgentID, Question: exampleQuest},
+	SchemaID(EventSchema, TaskResponseReceived): TaskChangedPayload{OrgID: exampleOrgID, TaskID: exampleTaskID, AgentID: exampleAgentID,
+		State: "RUNNING", At: exampleAt, By: exampleUser, Response: "No, keep it for now."},
+	SchemaID(EventSchema, TaskCompleted): TaskChangedPayload{OrgID: exampleOrgID, TaskID: exampleTaskID, AgentID: exampleAgentID,
+		State: "COMPLETED", At: exampleAt, By: "agent:" + exampleAgentID, Result: "Added migration 0042; 318 tests pass."},
+	SchemaID(EventSchema, TaskFailed): TaskChangedPayload{OrgID: exampleOrgID, TaskID: exampleTaskID, AgentID: exampleAgentID,
+		State: "ERROR", At: exampleAt, By: "agent:" + exampleAgentID, Error: "test suite failed: 3 of 318 tests"},
+	SchemaID(EventSchema, TaskCancelled): TaskChangedPayload{OrgID: exampleOrgID, TaskID: exampleTaskID, AgentID: exampleAgentID,
+		State: "CANCELLED", At: exampleAt, By: exampleUser},
+	SchemaID(EventSchema, TaskRequeued): TaskChangedPayload{OrgID: exampleOrgID, TaskID: exampleTaskID, AgentID: exampleAgentID,
+		State: "QUEUED", At: exampleLeaseAt, By: "system", Attempts: 1},
+	SchemaID(EventSchema, TaskStuck): TaskChangedPayload{OrgID: exampleOrgID, TaskID: exampleTaskID, AgentID: exampleAgentID,
+		State: "ERROR", At: exampleLeaseAt, By: "system", Error: "lease expired after the last attempt", Attempts: 3},
+	SchemaID(EventSchema, AgentStale):   AgentStatusPayload{OrgID: exampleOrgID, AgentID: exampleAgentID, Status: "stale", LastHeartbeatAt: exampleAt},
+	SchemaID(EventSchema, AgentOffline): AgentStatusPayload{OrgID: exampleOrgID, AgentID: exampleAgentID, Status: "offline", LastHeartbeatAt: exampleAt},
+	SchemaID(EventSchema, TaskRejected): TaskRejectedPayload{Command: TaskComplete, OrgID: exampleOrgID, TaskID: exampleTaskID, AgentID: "agent-8",
+		Actor: "agent:agent-8", Reason: ReasonNotLeaseholder},
 }

@@ -3,6 +3,7 @@ package messages
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/invopop/jsonschema"
@@ -178,9 +179,16 @@ func agentActor(actor *Actor, agentID string) error {
 	return nil
 }
 
+// agentActorPattern is the only actor agentActor accepts, agent:<id>, or
+// none.
+var agentActorPattern = "^(?:agent:" + strings.TrimSuffix(strings.TrimPrefix(entityIDPattern.String(), "^"), "$") + ")?$"
+
 func agentActorSchema(s *jsonschema.Schema) {
-	actorSchema(property(s, "actor"))
-	nullable(property(s, "actor"))
+	a := property(s, "actor")
+	a.Pattern = agentActorPattern
+	a.MaxLength = count(len("agent:") + 128)
+	a.Description = "actor is the agent itself, agent:<agent_id>, which is also the default."
+	nullable(a)
 	goOnly(s, "actor, when given, is agent:<agent_id>")
 }
 
@@ -248,8 +256,10 @@ func (p *TaskAgentPayload) Validate() error {
 // and an optional message.
 type TaskProgressPayload struct {
 	TaskAgentPayload
-	Message string    `json:"message,omitempty"`
-	Lines   []LogLine `json:"lines,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Lines are the agent's output lines, at most 90 a command, each
+	// Seq greater than the one before it.
+	Lines []LogLine `json:"lines,omitempty"`
 }
 
 // LogLine is one line of an agent's output.
@@ -271,14 +281,24 @@ func (TaskProgressPayload) JSONSchemaExtend(s *jsonschema.Schema) {
 	lines := property(s, "lines")
 	lines.MaxItems = count(maxLines)
 	nullable(lines)
-	goOnly(s, "lines' seq increase")
+	goOnly(s, "each line's seq is greater than the one before it",
+		"each line's at is not 0001-01-01T00:00:00Z, in any offset (Go's zero time)")
 }
 
 func (LogLine) JSONSchemaExtend(s *jsonschema.Schema) {
-	integerRange(property(s, "seq"), 0, maxSafeInteger)
+	// encoding/json reads a missing seq as 0, which the first line may have.
+	optional(s, "seq", 0)
+	seq := property(s, "seq")
+	integerRange(seq, 0, maxSafeInteger)
+	nullable(seq)
+	property(s, "at").Pattern = dateTimePattern(`[0-9]{4}`)
 	enumSchema(property(s, "stream"), streams)
 	enumSchema(property(s, "level"), levels)
-	textSchema(property(s, "line"), maxLine)
+	// An empty line is a line; a missing one is read as empty.
+	optional(s, "line", nil)
+	line := property(s, "line")
+	textSchema(line, maxLine)
+	nullable(line)
 }
 
 func (p *TaskProgressPayload) Validate() error {
@@ -328,7 +348,10 @@ type TaskResultPayload struct {
 
 func (TaskResultPayload) JSONSchemaExtend(s *jsonschema.Schema) {
 	taskAgentSchema(s)
-	textSchema(property(s, "result"), maxText)
+	optional(s, "result", nil)
+	result := property(s, "result")
+	textSchema(result, maxText)
+	nullable(result)
 }
 
 func (p *TaskResultPayload) Validate() error {
@@ -423,9 +446,8 @@ func systemActor(actor *Actor) error {
 
 func systemActorSchema(s *jsonschema.Schema) {
 	a := property(s, "actor")
-	enumSchema(a, []string{"system"})
-	a.Default = "system"
-	nullable(a)
+	defaultedEnumSchema(a, []string{"system"}, "system")
+	a.Description = "actor is system, the default: transit sends this command to itself."
 }
 
 // AgentHeartbeatPayload keeps an agent online; with a current task it
@@ -450,9 +472,21 @@ func (AgentHeartbeatPayload) JSONSchemaExtend(s *jsonschema.Schema) {
 	entityIDSchema(property(s, "org_id"))
 	entityIDSchema(property(s, "agent_id"))
 	requiredTextSchema(property(s, "host"), maxName)
-	integerRange(property(s, "pid"), 0, 1<<31-1)
+	// encoding/json reads a missing pid as 0, cwd and version as empty
+	// and can_interactive as false; Validate accepts each.
+	optional(s, "pid", 0)
+	pid := property(s, "pid")
+	integerRange(pid, 0, 1<<31-1)
+	nullable(pid)
+	for _, f := range []string{"cwd", "version"} {
+		optional(s, f, nil)
+	}
 	textSchema(property(s, "cwd"), maxName*4)
+	nullable(property(s, "cwd"))
 	textSchema(property(s, "version"), maxModel)
+	nullable(property(s, "version"))
+	optional(s, "can_interactive", false)
+	nullable(property(s, "can_interactive"))
 	capabilitiesSchema(property(s, "capabilities"))
 	optionalEntityIDSchema(property(s, "current_task_id"))
 	optionalEntityIDSchema(property(s, "current_project_id"))
@@ -565,7 +599,9 @@ type TaskChangedPayload struct {
 	AgentID string `json:"agent_id,omitempty"`
 	State   string `json:"state"`
 	At      string `json:"at"`
-	By      Actor  `json:"by"`
+	// By is whose command made the change: the agent, a user, or system
+	// for a lease that ran out.
+	By Actor `json:"by"`
 	// What the change carried, as the state says.
 	Question string `json:"question,omitempty"`
 	Response string `json:"response,omitempty"`
