@@ -111,10 +111,38 @@ type Config struct {
 	// coming due (two intervals ahead). TRANSIT_TIMER_POLL_INTERVAL,
 	// --timer-poll-interval; default 1s.
 	TimerPollInterval time.Duration
+	// Env is production or development: only development stores an org's
+	// secrets unencrypted when no KMS key is configured. TRANSIT_ENV,
+	// --env; default production.
+	Env string
+	// KMSKey is the KMS key (ID, ARN or alias/<name>) that seals stored
+	// secrets; "auto" uses alias/<prefix>-secrets, creating it if missing
+	// (a customer managed key costs about 1 USD a month); empty seals
+	// nothing, so secrets are refused outside development.
+	// TRANSIT_KMS_KEY, --kms-key.
+	KMSKey string
+	// TaskLease is how long an agent's lease on a task lasts without a
+	// heartbeat renewing it. TRANSIT_TASK_LEASE, --task-lease; default 2m.
+	TaskLease time.Duration
+	// TaskMaxAttempts is how many leases a task gets: the last one's
+	// expiry ends it in ERROR (QUEUE_STUCK). TRANSIT_TASK_MAX_ATTEMPTS,
+	// --task-max-attempts; default 3.
+	TaskMaxAttempts int
+	// AgentStaleAfter is the silence after which an agent is stale, and
+	// AgentOfflineAfter the further silence after which it is offline.
+	// TRANSIT_AGENT_STALE_AFTER, --agent-stale-after; default 90s.
+	// TRANSIT_AGENT_OFFLINE_AFTER, --agent-offline-after; default 5m.
+	AgentStaleAfter, AgentOfflineAfter time.Duration
 	// LogLevel is debug, info, warn or error. TRANSIT_LOG_LEVEL,
 	// --log-level; default info.
 	LogLevel string
 }
+
+// Environments (Env).
+const (
+	EnvProduction  = "production"
+	EnvDevelopment = "development"
+)
 
 // Sandbox expiry modes (SandboxExpiry).
 const (
@@ -162,6 +190,12 @@ func Bind(fs *flag.FlagSet, c *Config) *Binder {
 	b.integer(&c.TimerShards, "timer-shards", "TRANSIT_TIMER_SHARDS", 8, "number of durable timer shards (same on every instance)")
 	b.duration(&c.TimerLease, "timer-lease", "TRANSIT_TIMER_LEASE", 15*time.Second, "timer shard claim lifetime without renewal")
 	b.duration(&c.TimerPollInterval, "timer-poll-interval", "TRANSIT_TIMER_POLL_INTERVAL", time.Second, "how often owned timer shards are read")
+	b.str(&c.Env, "env", "TRANSIT_ENV", EnvProduction, "production or development (development may store secrets unencrypted)")
+	b.str(&c.KMSKey, "kms-key", "TRANSIT_KMS_KEY", "", "KMS key that seals stored secrets, or auto for alias/<prefix>-secrets")
+	b.duration(&c.TaskLease, "task-lease", "TRANSIT_TASK_LEASE", 2*time.Minute, "an agent's lease on a task without a heartbeat")
+	b.integer(&c.TaskMaxAttempts, "task-max-attempts", "TRANSIT_TASK_MAX_ATTEMPTS", 3, "leases a task gets before it ends stuck")
+	b.duration(&c.AgentStaleAfter, "agent-stale-after", "TRANSIT_AGENT_STALE_AFTER", 90*time.Second, "silence after which an agent is stale")
+	b.duration(&c.AgentOfflineAfter, "agent-offline-after", "TRANSIT_AGENT_OFFLINE_AFTER", 5*time.Minute, "further silence after which a stale agent is offline")
 	b.str(&c.LogLevel, "log-level", "TRANSIT_LOG_LEVEL", "info", "debug, info, warn or error")
 	return b
 }
@@ -315,6 +349,21 @@ func (c *Config) Validate() error {
 	}
 	if c.TimerPollInterval < 10*time.Millisecond || c.TimerPollInterval >= c.TimerLease {
 		bad("TRANSIT_TIMER_POLL_INTERVAL", "timer-poll-interval", "%s, want at least 10ms and less than the timer lease (%s)", c.TimerPollInterval, c.TimerLease)
+	}
+	if c.Env != EnvProduction && c.Env != EnvDevelopment {
+		bad("TRANSIT_ENV", "env", "%q, want production or development", c.Env)
+	}
+	if c.TaskLease < time.Second || c.TaskLease > 12*time.Hour {
+		bad("TRANSIT_TASK_LEASE", "task-lease", "%s, want 1s to 12h", c.TaskLease)
+	}
+	if c.TaskMaxAttempts < 1 || c.TaskMaxAttempts > 100 {
+		bad("TRANSIT_TASK_MAX_ATTEMPTS", "task-max-attempts", "%d, want 1 to 100", c.TaskMaxAttempts)
+	}
+	if c.AgentStaleAfter < time.Second {
+		bad("TRANSIT_AGENT_STALE_AFTER", "agent-stale-after", "%s, want at least 1s", c.AgentStaleAfter)
+	}
+	if c.AgentOfflineAfter < time.Second {
+		bad("TRANSIT_AGENT_OFFLINE_AFTER", "agent-offline-after", "%s, want at least 1s", c.AgentOfflineAfter)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

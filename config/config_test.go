@@ -66,6 +66,11 @@ func TestResolve_defaults_are_valid(t *testing.T) {
 		TimerShards:            8,
 		TimerLease:             15 * time.Second,
 		TimerPollInterval:      time.Second,
+		Env:                    config.EnvProduction,
+		TaskLease:              2 * time.Minute,
+		TaskMaxAttempts:        3,
+		AgentStaleAfter:        90 * time.Second,
+		AgentOfflineAfter:      5 * time.Minute,
 		LogLevel:               "info",
 	}, cfg)
 }

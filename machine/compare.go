@@ -2,6 +2,7 @@ package machine
 
 import (
 	"math/big"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -38,4 +39,22 @@ func compare(a, b types.AttributeValue) (c int, comparable bool) {
 		return 0, true
 	}
 	return 0, false
+}
+
+// contains is DynamoDB's contains(attr, s) for a string: a list holding
+// the string, a string set holding it, or a string containing it.
+func contains(av types.AttributeValue, s string) bool {
+	switch v := av.(type) {
+	case *types.AttributeValueMemberL:
+		for _, e := range v.Value {
+			if es, ok := e.(*types.AttributeValueMemberS); ok && es.Value == s {
+				return true
+			}
+		}
+	case *types.AttributeValueMemberSS:
+		return slices.Contains(v.Value, s)
+	case *types.AttributeValueMemberS:
+		return strings.Contains(v.Value, s)
+	}
+	return false
 }

@@ -38,6 +38,10 @@ const Absent = ""
 // has deleted it; no stored item is ever in it.
 const Deleted = "deleted"
 
+// Same as a transition's next state keeps the state the item is in: one
+// transition for a change several states allow alike (a task's progress).
+const Same = "(same)"
+
 // Op is how a guard compares an attribute with its value.
 type Op int
 
@@ -50,9 +54,12 @@ const (
 	Ge
 	Exists
 	NotExists
+	// OneOf: the attribute is one of the strings Value gives ([]string).
+	OneOf
+	// Contains: the attribute, a list or a string set, holds the string
+	// Value gives.
+	Contains
 )
-
-var opText = map[Op]string{Eq: "=", Lt: "<", Le: "<=", Gt: ">", Ge: ">=", Exists: "exists", NotExists: "not exists"}
 
 // Guard is one condition a transition needs besides its starting state.
 type Guard[In any] struct {
@@ -103,7 +110,9 @@ type Transition[In any] struct {
 	Event    messages.Type
 	Rejected messages.Type
 	// Refuse gives the reason for starting states the transition does
-	// not take where wrong_state would say too little (is_latest, say).
+	// not take where wrong_state would say too little (is_latest, say);
+	// under Absent, the reason for an item that does not exist where
+	// not_found would (org_not_found, say).
 	Refuse map[string]string
 }
 
@@ -154,7 +163,11 @@ func (o Outcome) Applies() bool { return o.Reason == "" && !o.Stale }
 // (wrong_state), then each guard.
 func (m *Machine[In]) Decide(t *Transition[In], item, read Item, in In) Outcome {
 	if item == nil && !slices.Contains(t.From, Absent) {
-		return Outcome{Reason: messages.ReasonNotFound, Event: t.Rejected}
+		reason := t.Refuse[Absent]
+		if reason == "" {
+			reason = messages.ReasonNotFound
+		}
+		return Outcome{Reason: reason, Event: t.Rejected}
 	}
 	if state := m.stateOf(item); !slices.Contains(t.From, state) {
 		reason := t.Refuse[state]
@@ -185,7 +198,20 @@ func (m *Machine[In]) stateOf(item Item) string {
 	return m.Unset
 }
 
+// Checks reports whether t is a check: it changes nothing, and is
+// written as a condition check in the transaction of another change
+// (a shard held at a version, a user allowed to act).
+func (t *Transition[In]) Checks() bool {
+	if len(t.Set) > 0 || len(t.Remove) > 0 {
+		return false
+	}
+	return t.To != Absent || !slices.ContainsFunc(t.From, func(s string) bool { return s != Absent })
+}
+
 func (m *Machine[In]) next(t *Transition[In], item Item, in In, read Item) Item {
+	if t.Checks() {
+		return item
+	}
 	if t.To == Absent {
 		return nil
 	}
@@ -197,9 +223,12 @@ func (m *Machine[In]) next(t *Transition[In], item Item, in In, read Item) Item 
 			next[k] = v
 		}
 	}
-	next[m.State] = &types.AttributeValueMemberS{Value: t.To}
-	if t.To == m.Unset {
+	switch t.To {
+	case Same:
+	case m.Unset:
 		delete(next, m.State)
+	default:
+		next[m.State] = &types.AttributeValueMemberS{Value: t.To}
 	}
 	for _, a := range t.Set {
 		if v := a.Value(in, read); v != nil {
@@ -282,6 +311,15 @@ func guardCondition[In any](g Guard[In], in In, read Item) expression.ConditionB
 	v := expression.Value(value)
 	var cond expression.ConditionBuilder
 	switch g.Op {
+	case OneOf:
+		values := value.([]string)
+		operands := make([]expression.OperandBuilder, len(values)-1)
+		for i, s := range values[1:] {
+			operands[i] = expression.Value(s)
+		}
+		cond = name.In(expression.Value(values[0]), operands...)
+	case Contains:
+		cond = expression.Contains(name, value.(string))
 	case Lt:
 		cond = name.LessThan(v)
 	case Le:
@@ -303,9 +341,11 @@ func guardCondition[In any](g Guard[In], in In, read Item) expression.ConditionB
 // its item): the new state and every assignment.
 func (m *Machine[In]) Update(t *Transition[In], in In, read Item) expression.UpdateBuilder {
 	var update expression.UpdateBuilder
-	if t.To == m.Unset {
+	switch t.To {
+	case Same:
+	case m.Unset:
 		update = update.Remove(expression.Name(m.State))
-	} else {
+	default:
 		update = update.Set(expression.Name(m.State), expression.Value(t.To))
 	}
 	for _, a := range t.Set {
@@ -335,6 +375,13 @@ func holds[In any](g Guard[In], item Item, in In, read Item) bool {
 	}
 	if !ok {
 		return g.OrAbsent
+	}
+	switch g.Op {
+	case OneOf:
+		s, isString := got.(*types.AttributeValueMemberS)
+		return isString && slices.Contains(value.([]string), s.Value)
+	case Contains:
+		return contains(got, value.(string))
 	}
 	c, comparable := compare(got, marshal(value))
 	if !comparable {
@@ -390,7 +437,11 @@ func (m *Machine[In]) Mermaid() string {
 			label += " (" + strings.Join(guards, ", ") + ")"
 		}
 		for _, from := range t.From {
-			fmt.Fprintf(&b, "    %s --> %s: %s\n", node(from), node(t.To), label)
+			to := t.To
+			if to == Same {
+				to = from
+			}
+			fmt.Fprintf(&b, "    %s --> %s: %s\n", node(from), node(to), label)
 		}
 	}
 	return b.String()

@@ -329,6 +329,29 @@ func checkText(field, v string, max int) error {
 	return nil
 }
 
+// checkProse bounds a field of prose (a prompt, a question, a log line):
+// as checkText, but tabs and line breaks are text there.
+func checkProse(field, v string, max int) error {
+	n := 0
+	for _, r := range v {
+		n++
+		if (r < 0x20 && r != '\t' && r != '\n' && r != '\r') || r == 0x7f {
+			return invalid(field, "contains a control character")
+		}
+	}
+	if n > max {
+		return invalid(field, "%d characters, at most %d", n, max)
+	}
+	return nil
+}
+
+func requiredProse(field, v string, max int) error {
+	if v == "" {
+		return invalid(field, "required")
+	}
+	return checkProse(field, v, max)
+}
+
 func required(field, v string, max int) error {
 	if v == "" {
 		return invalid(field, "required")

@@ -388,23 +388,24 @@ func (p *SettingsUpdatePayload) Validate() error {
 type SecretStorePayload struct {
 	OrgID    string `json:"org_id"`
 	SecretID string `json:"secret_id"`
-	// Type is openai_key or anthropic_key.
-	Type  string `json:"type"`
-	Value string `json:"value"`
-	Actor Actor  `json:"actor"`
+	// SecretType is openai_key or anthropic_key. (Not "type": a body with
+	// a type member is read as an envelope.)
+	SecretType string `json:"secret_type"`
+	Value      string `json:"value"`
+	Actor      Actor  `json:"actor"`
 }
 
 func (SecretStorePayload) JSONSchemaExtend(s *jsonschema.Schema) {
 	entityIDSchema(property(s, "org_id"))
 	entityIDSchema(property(s, "secret_id"))
-	enumSchema(property(s, "type"), secretTypes)
+	enumSchema(property(s, "secret_type"), secretTypes)
 	requiredTextSchema(property(s, "value"), maxSecret)
 	actorSchema(property(s, "actor"))
 }
 
 func (p *SecretStorePayload) Validate() error {
 	return first(checkEntityID("org_id", p.OrgID), checkEntityID("secret_id", p.SecretID),
-		checkOneOf("type", p.Type, secretTypes), required("value", p.Value, maxSecret), checkActor(string(p.Actor)))
+		checkOneOf("secret_type", p.SecretType, secretTypes), required("value", p.Value, maxSecret), checkActor(string(p.Actor)))
 }
 
 // SecretRotatePayload replaces the value of a stored secret.
@@ -479,7 +480,8 @@ type SettingsUpdatedPayload struct {
 type SecretStoredPayload struct {
 	OrgID    string `json:"org_id"`
 	SecretID string `json:"secret_id"`
-	Type     string `json:"type"`
+	// SecretType is openai_key or anthropic_key.
+	SecretType string `json:"secret_type"`
 	// Encrypted is false only in development, where plaintext is allowed.
 	Encrypted bool   `json:"encrypted"`
 	UpdatedAt string `json:"updated_at"`

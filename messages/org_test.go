@@ -25,7 +25,7 @@ var orgGood = map[messages.Type]string{
 	messages.SettingsUpdate: `{"org_id":"org-acme","scope":"project","project_id":"proj-web","default_model":"claude-sonnet-4-5",` +
 		`"model_allow_list":["claude-sonnet-4-5","claude-opus-4-1"],"openai_key_ref":"secret-openai","anthropic_key_ref":"secret-anthropic",` +
 		`"ui_prefs":{"theme":"dark"},"notify_prefs":{"task.awaiting-response":"email"},"actor":"user:u-1"}`,
-	messages.SecretStore:  `{"org_id":"org-acme","secret_id":"secret-anthropic","type":"anthropic_key","value":"sk-ant-api03-EXAMPLE","actor":"user:u-1"}`,
+	messages.SecretStore:  `{"org_id":"org-acme","secret_id":"secret-anthropic","secret_type":"anthropic_key","value":"sk-ant-api03-EXAMPLE","actor":"user:u-1"}`,
 	messages.SecretRotate: `{"org_id":"org-acme","secret_id":"secret-anthropic","value":"sk-ant-api03-ROTATED","actor":"user:u-1"}`,
 }
 
@@ -187,9 +187,9 @@ func orgAgreementCases(t *testing.T) []agreementCase {
 		set(t, "notify_prefs_at_max_size", settings, "notify_prefs", fmt.Sprintf(`{"k":%s}`, str(strings.Repeat("v", 16<<10-1))), true),
 
 		// secret.stored, secret.rotated
-		set(t, "secret_type_openai", store, "type", str("openai_key"), true),
-		set(t, "secret_type_unknown", store, "type", str("github_token"), false),
-		set(t, "secret_type_empty", store, "type", str(""), false),
+		set(t, "secret_type_openai", store, "secret_type", str("openai_key"), true),
+		set(t, "secret_type_unknown", store, "secret_type", str("github_token"), false),
+		set(t, "secret_type_empty", store, "secret_type", str(""), false),
 		set(t, "secret_value_at_max_length", store, "value", str(strings.Repeat("s", 8<<10)), true),
 		set(t, "secret_value_too_long", store, "value", str(strings.Repeat("s", 8<<10+1)), false),
 		set(t, "secret_value_empty", store, "value", str(""), false),
@@ -482,7 +482,7 @@ func TestDecode_secret_commands_check_their_fields(t *testing.T) {
 		WantField string
 	}{
 		{"store_no_secret_id", messages.SecretStore, map[string]any{"secret_id": nil}, "secret_id"},
-		{"store_type_unknown", messages.SecretStore, map[string]any{"type": "github_token"}, "type"},
+		{"store_secret_type_unknown", messages.SecretStore, map[string]any{"secret_type": "github_token"}, "secret_type"},
 		{"store_no_value", messages.SecretStore, map[string]any{"value": ""}, "value"},
 		{"store_value_too_long", messages.SecretStore, map[string]any{"value": strings.Repeat("s", 8<<10+1)}, "value"},
 		{"store_value_newline", messages.SecretStore, map[string]any{"value": "sk-ant\n"}, "value"},
@@ -500,7 +500,7 @@ func TestDecode_secret_commands_check_their_fields(t *testing.T) {
 
 	cmd, err := decodeWith(t, messages.SecretStore, orgGood[messages.SecretStore], map[string]any{"value": strings.Repeat("s", 8<<10)})
 	require.NoError(t, err)
-	assert.Equal(t, "anthropic_key", cmd.Payload.(*messages.SecretStorePayload).Type)
+	assert.Equal(t, "anthropic_key", cmd.Payload.(*messages.SecretStorePayload).SecretType)
 }
 
 func TestActor_names_its_user_or_agent(t *testing.T) {

@@ -466,6 +466,18 @@ func textSchema(p *jsonschema.Schema, max int) {
 	p.Pattern = noControlCharacters
 }
 
+// proseSchema mirrors checkProse.
+func proseSchema(p *jsonschema.Schema, max int) {
+	p.MaxLength = count(max)
+	p.Pattern = `^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*$`
+}
+
+// requiredProseSchema mirrors requiredProse.
+func requiredProseSchema(p *jsonschema.Schema, max int) {
+	proseSchema(p, max)
+	p.MinLength = count(1)
+}
+
 // requiredTextSchema mirrors required.
 func requiredTextSchema(p *jsonschema.Schema, max int) {
 	textSchema(p, max)

@@ -383,6 +383,10 @@ func TestSchemas_agree_with_transit(t *testing.T) {
 			assert.Equal(t, tc.Valid, schemaOK, "the schema's verdict")
 		})
 	}
+	// The org and task domains' cases run in org_test.go and task_test.go.
+	for _, tc := range append(orgAgreementCases(t), taskAgreementCases(t)...) {
+		covered[tc.Type] = true
+	}
 	for _, d := range messages.Domains() {
 		for _, typ := range messages.Commands(d) {
 			assert.True(t, covered[typ], "%s has no agreement case", typ)

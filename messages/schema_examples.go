@@ -70,7 +70,7 @@ var examples = map[string]any{
 	SchemaID(CommandSchema, SettingsUpdate): SettingsUpdatePayload{OrgID: exampleOrgID, Scope: ScopeProject, ProjectID: exampleProject,
 		DefaultModel: exampleModel, ModelAllowList: []string{exampleModel, "claude-opus-4-1"}, AnthropicKeyRef: "secret-anthropic",
 		NotifyPrefs: map[string]string{"task.awaiting-response": "email"}, Actor: exampleUser},
-	SchemaID(CommandSchema, SecretStore): SecretStorePayload{OrgID: exampleOrgID, SecretID: "secret-anthropic", Type: "anthropic_key",
+	SchemaID(CommandSchema, SecretStore): SecretStorePayload{OrgID: exampleOrgID, SecretID: "secret-anthropic", SecretType: "anthropic_key",
 		Value: "sk-ant-api03-EXAMPLE", Actor: exampleUser},
 	SchemaID(CommandSchema, SecretRotate): SecretRotatePayload{OrgID: exampleOrgID, SecretID: "secret-anthropic", Value: "sk-ant-api03-ROTATED", Actor: exampleUser},
 
@@ -140,8 +140,8 @@ var examples = map[string]any{
 		LocalPathHint: "/Users/ada/src/web", DefaultModel: exampleModel, CreatedAt: exampleAt},
 	SchemaID(EventSchema, SettingsUpdated): SettingsUpdatedPayload{OrgID: exampleOrgID, Scope: ScopeProject, ProjectID: exampleProject,
 		DefaultModel: exampleModel, ModelAllowList: []string{exampleModel, "claude-opus-4-1"}, UpdatedAt: exampleAt},
-	SchemaID(EventSchema, SecretStored):  SecretStoredPayload{OrgID: exampleOrgID, SecretID: "secret-anthropic", Type: "anthropic_key", Encrypted: true, UpdatedAt: exampleAt},
-	SchemaID(EventSchema, SecretRotated): SecretStoredPayload{OrgID: exampleOrgID, SecretID: "secret-anthropic", Type: "anthropic_key", Encrypted: true, UpdatedAt: exampleAt},
+	SchemaID(EventSchema, SecretStored):  SecretStoredPayload{OrgID: exampleOrgID, SecretID: "secret-anthropic", SecretType: "anthropic_key", Encrypted: true, UpdatedAt: exampleAt},
+	SchemaID(EventSchema, SecretRotated): SecretStoredPayload{OrgID: exampleOrgID, SecretID: "secret-anthropic", SecretType: "anthropic_key", Encrypted: true, UpdatedAt: exampleAt},
 	SchemaID(EventSchema, OrgRejected):   OrgRejectedPayload{Command: UserRegister, OrgID: exampleOrgID, ID: "u-3", Actor: exampleUser, Reason: ReasonEmailTaken},
 
 	SchemaID(EventSchema, TaskQueued): TaskQueuedPayload{OrgID: exampleOrgID, TaskID: exampleTaskID, ProjectID: exampleProject,

@@ -119,7 +119,7 @@ func (TaskQueuePayload) JSONSchemaExtend(s *jsonschema.Schema) {
 	entityIDSchema(property(s, "org_id"))
 	entityIDSchema(property(s, "task_id"))
 	entityIDSchema(property(s, "project_id"))
-	requiredTextSchema(property(s, "prompt"), maxPrompt)
+	requiredProseSchema(property(s, "prompt"), maxPrompt)
 	textSchema(property(s, "title"), maxTitle)
 	nullable(property(s, "title"))
 	pr := property(s, "priority")
@@ -144,7 +144,7 @@ func (p *TaskQueuePayload) Validate() error {
 		p.Title = titleOf(p.Prompt)
 	}
 	return first(checkEntityID("org_id", p.OrgID), checkEntityID("task_id", p.TaskID), checkEntityID("project_id", p.ProjectID),
-		required("prompt", p.Prompt, maxPrompt), checkText("title", p.Title, maxTitle), checkText("model", p.Model, maxModel),
+		requiredProse("prompt", p.Prompt, maxPrompt), checkText("title", p.Title, maxTitle), checkText("model", p.Model, maxModel),
 		checkOptionalEntityID("desired_agent_id", p.DesiredAgentID), checkActor(string(p.Actor)))
 }
 
@@ -276,7 +276,7 @@ type LogLine struct {
 
 func (TaskProgressPayload) JSONSchemaExtend(s *jsonschema.Schema) {
 	taskAgentSchema(s)
-	textSchema(property(s, "message"), maxText)
+	proseSchema(property(s, "message"), maxText)
 	nullable(property(s, "message"))
 	lines := property(s, "lines")
 	lines.MaxItems = count(maxLines)
@@ -297,12 +297,12 @@ func (LogLine) JSONSchemaExtend(s *jsonschema.Schema) {
 	// An empty line is a line; a missing one is read as empty.
 	optional(s, "line", nil)
 	line := property(s, "line")
-	textSchema(line, maxLine)
+	proseSchema(line, maxLine)
 	nullable(line)
 }
 
 func (p *TaskProgressPayload) Validate() error {
-	if err := first(p.TaskAgentPayload.Validate(), checkText("message", p.Message, maxText)); err != nil {
+	if err := first(p.TaskAgentPayload.Validate(), checkProse("message", p.Message, maxText)); err != nil {
 		return err
 	}
 	if len(p.Lines) > maxLines {
@@ -317,7 +317,7 @@ func (p *TaskProgressPayload) Validate() error {
 			return invalid(field+".at", "required")
 		}
 		if err := first(checkOneOf(field+".stream", l.Stream, streams), checkOneOf(field+".level", l.Level, levels),
-			checkText(field+".line", l.Line, maxLine)); err != nil {
+			checkProse(field+".line", l.Line, maxLine)); err != nil {
 			return err
 		}
 	}
@@ -333,11 +333,11 @@ type TaskQuestionPayload struct {
 
 func (TaskQuestionPayload) JSONSchemaExtend(s *jsonschema.Schema) {
 	taskAgentSchema(s)
-	requiredTextSchema(property(s, "question"), maxText)
+	requiredProseSchema(property(s, "question"), maxText)
 }
 
 func (p *TaskQuestionPayload) Validate() error {
-	return first(p.TaskAgentPayload.Validate(), required("question", p.Question, maxText))
+	return first(p.TaskAgentPayload.Validate(), requiredProse("question", p.Question, maxText))
 }
 
 // TaskResultPayload is the agent completing its task.
@@ -350,12 +350,12 @@ func (TaskResultPayload) JSONSchemaExtend(s *jsonschema.Schema) {
 	taskAgentSchema(s)
 	optional(s, "result", nil)
 	result := property(s, "result")
-	textSchema(result, maxText)
+	proseSchema(result, maxText)
 	nullable(result)
 }
 
 func (p *TaskResultPayload) Validate() error {
-	return first(p.TaskAgentPayload.Validate(), checkText("result", p.Result, maxText))
+	return first(p.TaskAgentPayload.Validate(), checkProse("result", p.Result, maxText))
 }
 
 // TaskErrorPayload is the agent failing its task.
@@ -366,11 +366,11 @@ type TaskErrorPayload struct {
 
 func (TaskErrorPayload) JSONSchemaExtend(s *jsonschema.Schema) {
 	taskAgentSchema(s)
-	requiredTextSchema(property(s, "error"), maxText)
+	requiredProseSchema(property(s, "error"), maxText)
 }
 
 func (p *TaskErrorPayload) Validate() error {
-	return first(p.TaskAgentPayload.Validate(), required("error", p.Error, maxText))
+	return first(p.TaskAgentPayload.Validate(), requiredProse("error", p.Error, maxText))
 }
 
 // TaskResponsePayload is a user answering a task's question.
@@ -384,13 +384,13 @@ type TaskResponsePayload struct {
 func (TaskResponsePayload) JSONSchemaExtend(s *jsonschema.Schema) {
 	entityIDSchema(property(s, "org_id"))
 	entityIDSchema(property(s, "task_id"))
-	requiredTextSchema(property(s, "response"), maxText)
+	requiredProseSchema(property(s, "response"), maxText)
 	actorSchema(property(s, "actor"))
 }
 
 func (p *TaskResponsePayload) Validate() error {
 	return first(checkEntityID("org_id", p.OrgID), checkEntityID("task_id", p.TaskID),
-		required("response", p.Response, maxText), checkActor(string(p.Actor)))
+		requiredProse("response", p.Response, maxText), checkActor(string(p.Actor)))
 }
 
 // TaskCancelPayload is a user cancelling a task that has not ended.

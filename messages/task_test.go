@@ -88,7 +88,7 @@ func taskAgreementCases(t *testing.T) []agreementCase {
 		set(t, "prompt_too_long", queue, "prompt", str(strings.Repeat("p", 32<<10+1)), false),
 		set(t, "prompt_empty", queue, "prompt", str(""), false),
 		// checkText refuses every control character, the newline too.
-		set(t, "prompt_two_lines", queue, "prompt", str("Index sessions.\nThen run the tests."), false),
+		set(t, "prompt_two_lines", queue, "prompt", str("Index sessions.\nThen run the tests."), true),
 		set(t, "prompt_unicode", queue, "prompt", str("Übersetze die README ✓"), true),
 		set(t, "model_empty", queue, "model", str(""), true),
 		set(t, "model_too_long", queue, "model", str(strings.Repeat("m", 129)), false),
@@ -156,12 +156,12 @@ func taskAgreementCases(t *testing.T) []agreementCase {
 		set(t, "line_null_is_empty", progress, "lines.0.line", "null", true),
 		set(t, "line_at_max_length", progress, "lines.0.line", str(strings.Repeat("l", 8<<10)), true),
 		set(t, "line_too_long", progress, "lines.0.line", str(strings.Repeat("l", 8<<10+1)), false),
-		set(t, "line_tab", progress, "lines.0.line", str("ok\tweb"), false),
+		set(t, "line_tab", progress, "lines.0.line", str("ok\tweb"), true),
 		set(t, "line_unknown_member", progress, "lines.0.host", str("ada-mbp"), false),
 		set(t, "message_empty", progress, "message", str(""), true),
 		set(t, "message_at_max_length", progress, "message", str(strings.Repeat("m", 16<<10)), true),
 		set(t, "message_too_long", progress, "message", str(strings.Repeat("m", 16<<10+1)), false),
-		set(t, "message_newline", progress, "message", str("running\n"), false),
+		set(t, "message_newline", progress, "message", str("running\n"), true),
 		set(t, "progress_actor_other_kind", progress, "actor", str("system"), false),
 
 		// task.awaiting-response, task.completed, task.failed
@@ -306,6 +306,8 @@ func TestDecode_task_queue_cuts_the_title_from_the_prompt(t *testing.T) {
 		{Name: "exactly_80", Prompt: strings.Repeat("a", 80), Title: strings.Repeat("a", 80)},
 		{Name: "cut_to_80_characters", Prompt: strings.Repeat("a", 79) + "bcd", Title: strings.Repeat("a", 79) + "b"},
 		{Name: "cut_by_characters_not_bytes", Prompt: strings.Repeat("é", 100), Title: strings.Repeat("é", 80)},
+		{Name: "first_line", Prompt: "Fix the flaky test\nIt fails one run in ten.", Title: "Fix the flaky test"},
+		{Name: "tabs_dropped", Prompt: "Fix\tthe test\r\nsoon", Title: "Fixthe test"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.Name, func(t *testing.T) {

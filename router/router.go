@@ -122,6 +122,14 @@ func handle(d messages.Domain, h Handler, timeout time.Duration) message.Handler
 			m := message.NewMessage(id, body)
 			m.Metadata.Set(messages.TypeAttribute, string(out.Type))
 			m.Metadata.Set(messages.CorrelationAttribute, cmd.CorrelationID)
+			if r, ok := out.Payload.(messages.Routed); ok {
+				for k, v := range r.RoutingAttributes() {
+					// SQS and SNS refuse an empty attribute value.
+					if v != "" {
+						m.Metadata.Set(k, v)
+					}
+				}
+			}
 			if out.Command {
 				AsCommand(m)
 			}

@@ -23,6 +23,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
@@ -177,9 +178,18 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 	if s.Config.SandboxExpiry == config.ExpiryTimer {
 		sandbox.WithExpiryTimers(s.Stack.CommandQueue(messages.Sandbox))
 	}
+	sealer, err := s.sealer(ctx)
+	if err != nil {
+		return err
+	}
 	domains := map[messages.Domain]router.Handler{
 		messages.Sandbox: sandbox,
 		messages.Layer:   handlers.NewLayer(s.Store, provider.NewLambda(s.AWS), opts.Now),
+		messages.Org:     handlers.NewOrg(s.Store, sealer, s.Config.Env == config.EnvDevelopment, opts.Now),
+		messages.Task: handlers.NewTask(s.Store, handlers.TaskPolicy{
+			Lease: s.Config.TaskLease, MaxAttempts: s.Config.TaskMaxAttempts,
+			StaleAfter: s.Config.AgentStaleAfter, OfflineAfter: s.Config.AgentOfflineAfter,
+		}, s.Stack.CommandQueue(messages.Task), opts.Now),
 	}
 	// Background work (the timer scheduler) stops with Serve, even when
 	// Serve fails before ctx ends.
@@ -370,6 +380,30 @@ func (s *Service) sweep(ctx context.Context, pub message.Publisher, now func() t
 			}
 		}
 	}
+}
+
+// sealer seals the org's stored secrets with the KMS key of
+// TRANSIT_KMS_KEY ("auto": alias/<prefix>-secrets, created if missing).
+// Without one it is nil: development stores secrets unencrypted, and
+// anywhere else they are refused; a WARN line says which at start.
+func (s *Service) sealer(ctx context.Context) (handlers.Sealer, error) {
+	key := s.Config.KMSKey
+	if key == "" {
+		if s.Config.Env == config.EnvDevelopment {
+			s.Logger.Warn("no KMS key configured (TRANSIT_KMS_KEY) in development: secrets are stored unencrypted, marked encrypted=false")
+		} else {
+			s.Logger.Warn("no KMS key configured (TRANSIT_KMS_KEY): secret.stored and secret.rotated are refused (plaintext_refused)")
+		}
+		return nil, nil
+	}
+	client := kms.NewFromConfig(s.AWS)
+	if key == "auto" {
+		var err error
+		if key, err = provider.EnsureKey(ctx, client, "alias/"+s.Config.Prefix+"-secrets"); err != nil {
+			return nil, fmt.Errorf("TRANSIT_KMS_KEY=auto: %w", err)
+		}
+	}
+	return provider.NewSealer(client, key), nil
 }
 
 // TimerCaller runs timer callbacks: HTTP, or the account's queues and topics.

@@ -30,7 +30,7 @@ type step[In any] struct {
 	entity string
 	// with are other writes the transition needs in its transaction,
 	// between the item's and the outcome's.
-	with []types.TransactWriteItem
+	with []joined
 	// details, when set, is what the outcome records (with reason)
 	// instead of the item's snapshot: what a timer's firing did, say.
 	details any
@@ -47,17 +47,62 @@ var errStale = errors.New("item changed since it was read")
 // result receives the snapshot of the item after the transition, or the
 // recorded one when the command already has an outcome.
 func apply[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], result any) error {
+	return applyJoined(ctx, s, cmd, st, nil, result)
+}
+
+// applyJoined is apply with writes of other items joined to the
+// transition's transaction (st.with), built by joins from the item as
+// read: a user allowed to act, the events a task appends. A join that
+// does not apply rejects the command with its reason.
+func applyJoined[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], joins func(read machine.Item) ([]joined, machine.Outcome, error), result any) error {
+	with := st.with
 	return retrying(ctx, st, func() error {
 		read, err := getRaw(ctx, s.db, st.table, st.key)
 		if err != nil {
 			return err
 		}
-		out, err := write(ctx, s, cmd, st, read, result)
+		st.with = with
+		out := machine.Outcome{}
+		if joins != nil {
+			var more []joined
+			if more, out, err = joins(read); err != nil {
+				return err
+			}
+			st.with = append(slices.Clip(with), more...)
+		}
+		if out.Applies() {
+			out, err = write(ctx, s, cmd, st, read, result)
+		}
 		if err != nil || out.Applies() {
 			return err
 		}
+		if out.Stale {
+			return errStale
+		}
 		return s.recordRejection(ctx, cmd, st.entity, &Rejection{Reason: out.Reason, At: cmd.At}, result)
 	})
+}
+
+// joined is a write of another item in a transition's transaction. When
+// refused is set, the write is another machine's transition, and refused
+// decides why DynamoDB refused it, from the item it returned.
+type joined struct {
+	item    types.TransactWriteItem
+	refused func(current machine.Item) machine.Outcome
+}
+
+// join is transition st of another item decided on read: the write to
+// join to a transaction when it applies, else the outcome that says why
+// not.
+func join[In any](st step[In], read machine.Item) (joined, machine.Outcome, error) {
+	out := st.m.Decide(st.t, read, read, st.in)
+	if !out.Applies() {
+		return joined{}, out, nil
+	}
+	item, err := transitionWrite(st, read)
+	return joined{item: item, refused: func(current machine.Item) machine.Outcome {
+		return st.m.Decide(st.t, current, read, st.in)
+	}}, out, err
 }
 
 // maxRounds bounds how often a transition is tried again after finding
@@ -111,14 +156,24 @@ func write[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], read mac
 	if err != nil {
 		return out, err
 	}
-	items := append(append([]types.TransactWriteItem{item}, st.with...), put)
-	err = s.transact(ctx, items)
+	items := make([]types.TransactWriteItem, 0, len(st.with)+2)
+	items = append(items, item)
+	for _, w := range st.with {
+		items = append(items, w.item)
+	}
+	err = s.transact(ctx, append(items, put))
 	var ce *conflictError
 	switch {
 	case errors.Is(err, errAlreadyApplied):
 		return out, s.replay(ctx, cmd, result)
 	case errors.As(err, &ce) && ce.item == 0 && !ce.raced && ce.current != nil:
 		refused := st.m.Decide(st.t, ce.current, read, st.in)
+		if refused.Applies() || refused.Stale {
+			return refused, errStale
+		}
+		return refused, nil
+	case errors.As(err, &ce) && !ce.raced && ce.item > 0 && ce.item <= len(st.with) && st.with[ce.item-1].refused != nil:
+		refused := st.with[ce.item-1].refused(ce.current)
 		if refused.Applies() || refused.Stale {
 			return refused, errStale
 		}
@@ -151,7 +206,7 @@ func transitionWrite[In any](st step[In], read machine.Item) (types.TransactWrit
 	cond := st.m.Condition(st.t, st.in, read)
 	allOld := types.ReturnValuesOnConditionCheckFailureAllOld
 	switch {
-	case len(st.t.Set) == 0 && len(st.t.Remove) == 0 && !slices.ContainsFunc(st.t.From, func(s string) bool { return s != st.t.To }):
+	case st.t.Checks():
 		item, err := conditionCheck(st.table, st.key, cond)
 		if err == nil {
 			item.ConditionCheck.ReturnValuesOnConditionCheckFailure = allOld

@@ -181,7 +181,7 @@ func (s *Store) allocateOne(ctx context.Context, cmd Cmd, in machine.SandboxInpu
 		if err != nil {
 			return Sandbox{}, false, err
 		}
-		st.with = []types.TransactWriteItem{claimItem}
+		st.with = []joined{{item: claimItem}}
 		out, err := write(ctx, s, cmd, st, read, &sb)
 		switch {
 		case conflictOn(err, 1):

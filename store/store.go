@@ -19,13 +19,16 @@ import (
 
 // Store runs transitions against one stack's tables.
 type Store struct {
-	db             *dynamodb.Client
-	sandboxes      string
-	audit          string
-	layers         string
-	timers         string
-	auditRetention time.Duration
-	layerRetention time.Duration
+	db        *dynamodb.Client
+	sandboxes string
+	audit     string
+	layers    string
+	timers    string
+	// The agent-task system's tables.
+	users, orgs, projects, settings, secrets              string
+	agents, tasks, queue, taskEvents, logs, notifications string
+	auditRetention                                        time.Duration
+	layerRetention                                        time.Duration
 }
 
 // Retention says how long items live before their TTL removes them.
@@ -48,6 +51,17 @@ func New(db *dynamodb.Client, prefix string, r Retention) *Store {
 		audit:          TableName(prefix, Audit),
 		layers:         TableName(prefix, Layers),
 		timers:         TableName(prefix, Timers),
+		users:          TableName(prefix, Users),
+		orgs:           TableName(prefix, Orgs),
+		projects:       TableName(prefix, Projects),
+		settings:       TableName(prefix, Settings),
+		secrets:        TableName(prefix, Secrets),
+		agents:         TableName(prefix, Agents),
+		tasks:          TableName(prefix, Tasks),
+		queue:          TableName(prefix, Queue),
+		taskEvents:     TableName(prefix, TaskEvents),
+		logs:           TableName(prefix, Logs),
+		notifications:  TableName(prefix, Notifications),
 		auditRetention: r.Audit,
 		layerRetention: r.DeprecatedLayers,
 	}
@@ -191,4 +205,33 @@ func query[T any](ctx context.Context, db *dynamodb.Client, table, index string,
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+}
+
+// queryRaw reads one page of at most limit items of a table's index, as
+// stored, from start; next is where the following page starts (nil after
+// the last).
+func queryRaw(ctx context.Context, db *dynamodb.Client, table, index string, kc expression.KeyConditionBuilder, limit int32, start map[string]types.AttributeValue) (page []map[string]types.AttributeValue, next map[string]types.AttributeValue, err error) {
+	expr, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+	if err != nil {
+		return nil, nil, fmt.Errorf("build query on %s %s: %w", table, index, err)
+	}
+	out, err := db.Query(ctx, &dynamodb.QueryInput{
+		TableName: aws.String(table), IndexName: aws.String(index), KeyConditionExpression: expr.KeyCondition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(), Limit: aws.Int32(limit), ExclusiveStartKey: start,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("query %s %s: %w", table, index, err)
+	}
+	return out.Items, out.LastEvaluatedKey, nil
+}
+
+// plainPut is an unconditional put of item (a struct) into table, for
+// items no machine declares: a task's events and log lines, which its
+// transition's pin and the command's outcome keep written once.
+func plainPut(table string, item any) (types.TransactWriteItem, error) {
+	av, err := attributevalue.MarshalMap(item)
+	if err != nil {
+		return types.TransactWriteItem{}, fmt.Errorf("encode item for %s: %w", table, err)
+	}
+	return types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: av}}, nil
 }

@@ -101,8 +101,73 @@ var Timers = Table{
 	},
 }
 
+// The agent-task system's tables, named, keyed and indexed as the
+// system's design names them (docs/orgs.md, docs/tasks.md): the
+// directory of orgs, users, projects, settings and secrets, then the
+// work. Attributes are camelCase, as that design has them.
+var (
+	// Users holds users at USER#<userId> and, at EMAIL#<orgId>#<email>,
+	// the claims that keep an email unique within its org.
+	Users = Table{
+		Name:          "Users",
+		PartitionKey:  str("PK"),
+		GlobalIndexes: []Index{{Name: "email-index", PartitionKey: str("orgId"), SortKey: str("email")}},
+	}
+	Orgs     = Table{Name: "Orgs", PartitionKey: str("PK")}
+	Projects = Table{
+		Name:          "Projects",
+		PartitionKey:  str("PK"),
+		SortKey:       str("SK"),
+		GlobalIndexes: []Index{{Name: "project-lookup", PartitionKey: str("projectId")}},
+	}
+	Settings = Table{Name: "Settings", PartitionKey: str("PK"), SortKey: str("SK")}
+	Secrets  = Table{Name: "Secrets", PartitionKey: str("PK"), SortKey: str("SK")}
+	// Agents expire an hour after an agent's last heartbeat.
+	Agents = Table{
+		Name:          "Agents",
+		PartitionKey:  str("PK"),
+		SortKey:       str("SK"),
+		GlobalIndexes: []Index{{Name: "status-index", PartitionKey: str("status"), SortKey: str("lastHeartbeatAt")}},
+		TTLAttribute:  "ttl",
+	}
+	Tasks = Table{
+		Name:         "Tasks",
+		PartitionKey: str("PK"),
+		SortKey:      str("SK"),
+		GlobalIndexes: []Index{
+			{Name: "project-tasks", PartitionKey: str("projectId"), SortKey: str("updatedAt")},
+			{Name: "agent-tasks", PartitionKey: str("agentId"), SortKey: str("updatedAt")},
+			{Name: "state-queue", PartitionKey: str("state"), SortKey: str("createdAt")},
+		},
+	}
+	// Queue's sort key orders an org's items by age alone; ready-index,
+	// sparse (only items waiting for a lease carry readyKey), orders them
+	// by priority, then age, so a lease reads the most urgent first
+	// (DECISIONS.md).
+	Queue = Table{
+		Name:         "Queue",
+		PartitionKey: str("PK"),
+		SortKey:      str("SK"),
+		GlobalIndexes: []Index{
+			{Name: "lease-expiry", PartitionKey: str("leaseOwner"), SortKey: str("leaseExpiresAt")},
+			{Name: "ready-index", PartitionKey: str("PK"), SortKey: str("readyKey")},
+		},
+	}
+	TaskEvents = Table{Name: "TaskEvents", PartitionKey: str("PK"), SortKey: str("SK")}
+	Logs       = Table{Name: "Logs", PartitionKey: str("PK"), SortKey: str("SK")}
+	// Notifications expire seven days after they are sent.
+	Notifications = Table{
+		Name:          "Notifications",
+		PartitionKey:  str("PK"),
+		SortKey:       str("SK"),
+		GlobalIndexes: []Index{{Name: "user-notifications", PartitionKey: str("userId"), SortKey: str("createdAt")}},
+		TTLAttribute:  "ttl",
+	}
+)
+
 // Tables lists every table transit provisions.
-var Tables = []Table{SandboxPool, Audit, Layers, StreamLeases, Timers}
+var Tables = []Table{SandboxPool, Audit, Layers, StreamLeases, Timers,
+	Users, Orgs, Projects, Settings, Secrets, Agents, Tasks, Queue, TaskEvents, Logs, Notifications}
 
 // TableName is the full name of t in the stack named by prefix.
 func TableName(prefix string, t Table) string { return prefix + "-" + t.Name }

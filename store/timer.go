@@ -196,14 +196,15 @@ func (s *Store) shardStep(name string, shard int, in machine.ShardInput) step[ma
 }
 
 // shardHeld is the transaction item that holds a timer write to the
-// shard's version: the record is still at version (absent for 0).
-func (s *Store) shardHeld(shard int, version int64) ([]types.TransactWriteItem, error) {
+// shard's version: the record is still at version (absent for 0). Its
+// refusal is no rejection but ErrShardMoved (inShard).
+func (s *Store) shardHeld(shard int, version int64) ([]joined, error) {
 	name := machine.ShardHold
 	if version == 0 {
 		name = machine.ShardHoldUnclaimed
 	}
 	item, err := transitionWrite(s.shardStep(name, shard, machine.ShardInput{Version: version}), nil)
-	return []types.TransactWriteItem{item}, err
+	return []joined{{item: item}}, err
 }
 
 func shardMoved(shard int, version int64) error {

@@ -1,0 +1,751 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"transit/machine"
+	"transit/messages"
+)
+
+// Items of the task domain's tables (docs/tasks.md).
+
+// Task is a task for a coding agent.
+type Task struct {
+	// PK is ORG#<orgId>, SK TASK#<taskId>.
+	PK        string `dynamodbav:"PK" json:"-"`
+	SK        string `dynamodbav:"SK" json:"-"`
+	TaskID    string `dynamodbav:"taskId" json:"task_id"`
+	OrgID     string `dynamodbav:"orgId" json:"org_id"`
+	ProjectID string `dynamodbav:"projectId" json:"project_id"`
+	// AgentID is the agent leasing the task; absent while it is queued.
+	AgentID string `dynamodbav:"agentId,omitempty" json:"agent_id,omitempty"`
+	// State is QUEUED, LEASED, RUNNING, AWAITING_RESPONSE, COMPLETED,
+	// ERROR or CANCELLED.
+	State  string `dynamodbav:"state" json:"state"`
+	Title  string `dynamodbav:"title" json:"title"`
+	Prompt string `dynamodbav:"prompt" json:"prompt"`
+	// Priority is 0 to 100, higher is more urgent.
+	Priority  int    `dynamodbav:"priority" json:"priority"`
+	CreatedAt string `dynamodbav:"createdAt" json:"created_at"`
+	UpdatedAt string `dynamodbav:"updatedAt" json:"updated_at"`
+	StartedAt string `dynamodbav:"startedAt,omitempty" json:"started_at,omitempty"`
+	EndedAt   string `dynamodbav:"endedAt,omitempty" json:"ended_at,omitempty"`
+	Result    string `dynamodbav:"result,omitempty" json:"result,omitempty"`
+	Error     string `dynamodbav:"error,omitempty" json:"error,omitempty"`
+	// ClarificationQuestion is the agent's question while the task is
+	// AWAITING_RESPONSE; ResponseText the user's last answer.
+	ClarificationQuestion string `dynamodbav:"clarificationQuestion,omitempty" json:"clarification_question,omitempty"`
+	ResponseText          string `dynamodbav:"responseText,omitempty" json:"response_text,omitempty"`
+	// CorrelationID is the task.queued command's, carried by every
+	// TaskEvent and log line of the task.
+	CorrelationID string `dynamodbav:"correlationId" json:"correlation_id"`
+	// Model is the model the task runs with (the command's, else the
+	// project's or the settings' default).
+	Model string `dynamodbav:"model,omitempty" json:"model,omitempty"`
+	// DesiredAgentID reserves the task for one agent.
+	DesiredAgentID string `dynamodbav:"desiredAgentId,omitempty" json:"desired_agent_id,omitempty"`
+	// CreatedBy is the user who queued the task; its notifications go to
+	// that user.
+	CreatedBy string `dynamodbav:"createdBy,omitempty" json:"created_by,omitempty"`
+	// EventSeq is the number of the task's last TaskEvent: every
+	// transition appends its events after it, and pins it.
+	EventSeq int64 `dynamodbav:"eventSeq" json:"event_seq"`
+}
+
+// QueueItem is a task's place in its org's queue, from queued until the
+// task ends.
+type QueueItem struct {
+	// PK is ORG#<orgId>, SK QUEUE#<createdAt>#<taskId>.
+	PK        string `dynamodbav:"PK" json:"-"`
+	SK        string `dynamodbav:"SK" json:"-"`
+	TaskID    string `dynamodbav:"taskId" json:"task_id"`
+	ProjectID string `dynamodbav:"projectId" json:"project_id"`
+	// DesiredAgentID, when set, is the only agent that may lease it.
+	DesiredAgentID string `dynamodbav:"desiredAgentId,omitempty" json:"desired_agent_id,omitempty"`
+	// LeaseOwner is the agent holding the lease, until LeaseExpiresAt.
+	LeaseOwner     string `dynamodbav:"leaseOwner,omitempty" json:"lease_owner,omitempty"`
+	LeaseExpiresAt string `dynamodbav:"leaseExpiresAt,omitempty" json:"lease_expires_at,omitempty"`
+	// Attempts counts the task's leases.
+	Attempts int `dynamodbav:"attempts" json:"attempts"`
+	// NextVisibleAt is when the item may be leased again.
+	NextVisibleAt string `dynamodbav:"nextVisibleAt" json:"next_visible_at"`
+	Priority      int    `dynamodbav:"priority" json:"priority"`
+	// ReadyKey, present only while the item waits for a lease, is the
+	// ready-index sort key: 100 - priority (three digits), createdAt and
+	// taskId, so the index lists the most urgent first, then the oldest.
+	ReadyKey string `dynamodbav:"readyKey,omitempty" json:"-"`
+}
+
+// TaskEvent is one entry of a task's history.
+type TaskEvent struct {
+	// PK is TASK#<taskId>, SK EVT#<createdAt>#<seq>: seq is the task's
+	// eventSeq, six digits, so a task's events sort in the order made.
+	PK string `dynamodbav:"PK" json:"-"`
+	SK string `dynamodbav:"SK" json:"-"`
+	// Type is CREATED, QUEUED, LEASED, STARTED, PROGRESS, LOG_BATCH,
+	// AWAITING_RESPONSE, RESPONSE_RECEIVED, COMPLETED, ERROR, CANCELLED,
+	// RETRIED or REQUEUED.
+	Type    string `dynamodbav:"type" json:"type"`
+	Message string `dynamodbav:"message" json:"message"`
+	// Level is info, warn or error.
+	Level   string            `dynamodbav:"level" json:"level"`
+	Payload map[string]string `dynamodbav:"payload,omitempty" json:"payload,omitempty"`
+	// Actor is user:<id>, agent:<id> or system.
+	Actor         string `dynamodbav:"actor" json:"actor"`
+	CorrelationID string `dynamodbav:"correlationId" json:"correlation_id"`
+	CreatedAt     string `dynamodbav:"createdAt" json:"created_at"`
+}
+
+// LogEntry is one line of an agent's output for a task.
+type LogEntry struct {
+	// PK is TASK#<taskId>, SK LOG#<the line's time>#<the agent's seq,
+	// twelve digits>: a redelivered batch rewrites the same items.
+	PK string `dynamodbav:"PK" json:"-"`
+	SK string `dynamodbav:"SK" json:"-"`
+	// Stream is stdout, stderr or system; Level debug, info, warn or error.
+	Stream        string `dynamodbav:"stream" json:"stream"`
+	Line          string `dynamodbav:"line" json:"line"`
+	Level         string `dynamodbav:"level" json:"level"`
+	CorrelationID string `dynamodbav:"correlationId" json:"correlation_id"`
+	CreatedAt     string `dynamodbav:"createdAt" json:"created_at"`
+}
+
+// Agent is a coding agent on a developer's machine, as its last heartbeat
+// said.
+type Agent struct {
+	// PK is ORG#<orgId>, SK AGENT#<agentId>.
+	PK      string `dynamodbav:"PK" json:"-"`
+	SK      string `dynamodbav:"SK" json:"-"`
+	AgentID string `dynamodbav:"agentId" json:"agent_id"`
+	OrgID   string `dynamodbav:"orgId" json:"org_id"`
+	Host    string `dynamodbav:"host" json:"host"`
+	PID     int    `dynamodbav:"pid" json:"pid"`
+	Cwd     string `dynamodbav:"cwd" json:"cwd"`
+	// Status is online, stale or offline.
+	Status           string   `dynamodbav:"status" json:"status"`
+	LastHeartbeatAt  string   `dynamodbav:"lastHeartbeatAt" json:"last_heartbeat_at"`
+	CurrentProjectID string   `dynamodbav:"currentProjectId,omitempty" json:"current_project_id,omitempty"`
+	CurrentTaskID    string   `dynamodbav:"currentTaskId,omitempty" json:"current_task_id,omitempty"`
+	Version          string   `dynamodbav:"version" json:"version"`
+	Capabilities     []string `dynamodbav:"capabilities" json:"capabilities"`
+	CanInteractive   bool     `dynamodbav:"canInteractive" json:"can_interactive"`
+	// TTL removes the item an hour after the last heartbeat (Unix
+	// seconds).
+	TTL int64 `dynamodbav:"ttl" json:"ttl"`
+}
+
+// Notification tells a user (or, with no UserID, everyone in the org)
+// what needs their attention.
+type Notification struct {
+	// PK is ORG#<orgId>, SK NOTIF#<createdAt>#<notificationId>.
+	PK             string `dynamodbav:"PK" json:"-"`
+	SK             string `dynamodbav:"SK" json:"-"`
+	NotificationID string `dynamodbav:"notificationId" json:"notification_id"`
+	UserID         string `dynamodbav:"userId,omitempty" json:"user_id,omitempty"`
+	// Type is TASK_AWAITING_RESPONSE, TASK_ERROR, TASK_COMPLETED,
+	// AGENT_OFFLINE or QUEUE_STUCK.
+	Type    string `dynamodbav:"type" json:"type"`
+	Title   string `dynamodbav:"title" json:"title"`
+	Message string `dynamodbav:"message" json:"message"`
+	// Severity is info, warning or error.
+	Severity  string `dynamodbav:"severity" json:"severity"`
+	TaskID    string `dynamodbav:"taskId,omitempty" json:"task_id,omitempty"`
+	ProjectID string `dynamodbav:"projectId,omitempty" json:"project_id,omitempty"`
+	AgentID   string `dynamodbav:"agentId,omitempty" json:"agent_id,omitempty"`
+	Read      bool   `dynamodbav:"read" json:"read"`
+	CreatedAt string `dynamodbav:"createdAt" json:"created_at"`
+	// TTL removes the item seven days after it was sent (Unix seconds).
+	TTL int64 `dynamodbav:"ttl" json:"ttl"`
+}
+
+// NotificationRetention is how long a notification is kept.
+const NotificationRetention = 7 * 24 * time.Hour
+
+func taskKey(orgID, taskID string) machine.Item { return orgItemKey(orgID, "TASK#"+taskID) }
+
+func taskEntity(orgID, taskID string) string { return "TASK#" + orgID + "/" + taskID }
+
+func (s *Store) taskStep(name, orgID, taskID string, in machine.TaskInput) step[machine.TaskInput] {
+	return step[machine.TaskInput]{m: machine.Task, t: machine.Task.Transition(name), table: s.tasks,
+		key: taskKey(orgID, taskID), in: in, entity: taskEntity(orgID, taskID)}
+}
+
+func (s *Store) queueStep(name string, key machine.Item, in machine.TaskInput) step[machine.TaskInput] {
+	return step[machine.TaskInput]{m: machine.Queue, t: machine.Queue.Transition(name), table: s.queue, key: key, in: in}
+}
+
+// readyKey sorts a waiting queue item: the most urgent, then the oldest.
+func readyKey(priority int, createdAt, taskID string) string {
+	return fmt.Sprintf("%03d#%s#%s", messagesMaxPriority-priority, createdAt, taskID)
+}
+
+const messagesMaxPriority = 100
+
+func queueKey(orgID, createdAt, taskID string) machine.Item {
+	return orgItemKey(orgID, "QUEUE#"+createdAt+"#"+taskID)
+}
+
+// event is one TaskEvent a transition appends.
+type event struct {
+	typ, message, level string
+	payload             map[string]string
+}
+
+// appended are the writes of events appended to the task as read: each
+// takes the next number after the task's eventSeq, at the transition's
+// time.
+func (s *Store) appended(task Task, at string, actor messages.Actor, events ...event) ([]joined, error) {
+	js := make([]joined, len(events))
+	for i, e := range events {
+		item := TaskEvent{
+			PK: "TASK#" + task.TaskID, SK: fmt.Sprintf("EVT#%s#%06d", at, task.EventSeq+int64(i)+1),
+			Type: e.typ, Message: e.message, Level: cmp.Or(e.level, "info"), Payload: e.payload,
+			Actor: string(actor), CorrelationID: task.CorrelationID, CreatedAt: at,
+		}
+		// Its number is the task's next, pinned by the transition: no
+		// other transaction writes this key.
+		put, err := plainPut(s.taskEvents, item)
+		if err != nil {
+			return nil, err
+		}
+		js[i] = joined{item: put}
+	}
+	return js, nil
+}
+
+// transitionTime is when a transition of task happens: now, or the
+// task's last change if a clock behind it says earlier, so its events
+// stay in order.
+func transitionTime(task Task, now time.Time) string {
+	at := iso(now)
+	if task.UpdatedAt > at {
+		return task.UpdatedAt
+	}
+	return at
+}
+
+// QueueTask queues a task: the Task QUEUED, its queue item, and the
+// CREATED and QUEUED events, in one transaction that also holds the
+// actor (a user allowed to queue), the project, and the model's place in
+// the settings' allow-lists.
+func (s *Store) QueueTask(ctx context.Context, cmd Cmd, p messages.TaskQueuePayload) (Task, error) {
+	now := iso(cmd.At)
+	task := Task{PK: "ORG#" + p.OrgID, SK: "TASK#" + p.TaskID, TaskID: p.TaskID, OrgID: p.OrgID, ProjectID: p.ProjectID,
+		State: machine.TaskQueued, Title: p.Title, Prompt: p.Prompt, Priority: *p.Priority, CreatedAt: now, UpdatedAt: now,
+		CorrelationID: cmd.CorrelationID, Model: p.Model, DesiredAgentID: p.DesiredAgentID, CreatedBy: p.Actor.User(), EventSeq: 2}
+	st := s.taskStep(machine.TaskQueue, p.OrgID, p.TaskID, machine.TaskInput{Now: now})
+	err := applyJoined(ctx, s, cmd, st, func(machine.Item) ([]joined, machine.Outcome, error) {
+		var project Project
+		js, out, err := joins(
+			func() ([]joined, machine.Outcome, error) { return s.actorJoin(ctx, p.Actor, p.OrgID, machine.Workers) },
+			func() ([]joined, machine.Outcome, error) {
+				key := orgItemKey(p.OrgID, "PROJ#"+p.ProjectID)
+				read, err := getRaw(ctx, s.db, s.projects, key)
+				if err != nil {
+					return nil, machine.Outcome{}, err
+				}
+				if err := attributevalue.UnmarshalMap(read, &project); err != nil {
+					return nil, machine.Outcome{}, fmt.Errorf("decode project %s: %w", p.ProjectID, err)
+				}
+				j, out, err := join(orgStep(machine.Project, machine.ProjectExists, s.projects, key, "", machine.OrgInput{}), read)
+				return []joined{j}, out, err
+			},
+		)
+		if err != nil || !out.Applies() {
+			return nil, out, err
+		}
+		allowed, out, err := s.modelAllowed(ctx, p.OrgID, p.Actor.User(), p.ProjectID, &task, project)
+		if err != nil || !out.Applies() {
+			return nil, out, err
+		}
+		row, err := rawItem(task)
+		if err != nil {
+			return nil, machine.Outcome{}, err
+		}
+		st.in.Row = row
+		qRow, err := rawItem(QueueItem{PK: task.PK, SK: "QUEUE#" + now + "#" + p.TaskID, TaskID: p.TaskID, ProjectID: p.ProjectID,
+			DesiredAgentID: p.DesiredAgentID, NextVisibleAt: now, Priority: task.Priority, ReadyKey: readyKey(task.Priority, now, p.TaskID)})
+		if err != nil {
+			return nil, machine.Outcome{}, err
+		}
+		enqueue, err := transitionWrite(s.queueStep(machine.QueueEnqueue, queueKey(p.OrgID, now, p.TaskID), machine.TaskInput{Row: qRow}), nil)
+		if err != nil {
+			return nil, machine.Outcome{}, err
+		}
+		events, err := s.appended(Task{TaskID: p.TaskID, CorrelationID: cmd.CorrelationID}, now, p.Actor,
+			event{typ: "CREATED", message: "task created: " + task.Title, payload: map[string]string{"project_id": p.ProjectID, "model": task.Model}},
+			event{typ: "QUEUED", message: fmt.Sprintf("queued at priority %d", task.Priority)})
+		if err != nil {
+			return nil, machine.Outcome{}, err
+		}
+		return append(append(append(js, allowed...), joined{item: enqueue}), events...), machine.Outcome{}, nil
+	}, &task)
+	return task, wrap(err, "queue task %s", p.TaskID)
+}
+
+// modelAllowed settles the task's model (the command's, else the
+// project's default, else the most specific settings' default) and holds
+// it allowed: the most specific scope with an allow-list has it, and
+// every more specific scope is held without one.
+func (s *Store) modelAllowed(ctx context.Context, orgID, userID, projectID string, task *Task, project Project) ([]joined, machine.Outcome, error) {
+	scopes := []string{settingsSK(messages.ScopeProject, "", projectID)}
+	if userID != "" {
+		scopes = append(scopes, settingsSK(messages.ScopeUser, userID, ""))
+	}
+	scopes = append(scopes, settingsSK(messages.ScopeGlobal, "", ""))
+	reads := make([]machine.Item, len(scopes))
+	for i, sk := range scopes {
+		read, err := getRaw(ctx, s.db, s.settings, orgItemKey(orgID, sk))
+		if err != nil {
+			return nil, machine.Outcome{}, err
+		}
+		reads[i] = read
+		var set ScopeSettings
+		if err := attributevalue.UnmarshalMap(read, &set); err != nil {
+			return nil, machine.Outcome{}, fmt.Errorf("decode settings %s: %w", sk, err)
+		}
+		if task.Model == "" {
+			task.Model = project.DefaultModel
+		}
+		if task.Model == "" {
+			task.Model = set.DefaultModel
+		}
+	}
+	var js []joined
+	for i, sk := range scopes {
+		in := machine.OrgInput{Model: task.Model}
+		step := orgStep(machine.Settings, machine.SettingsUnlisted, s.settings, orgItemKey(orgID, sk), "", in)
+		if _, listed := reads[i]["modelAllowList"]; listed {
+			step = orgStep(machine.Settings, machine.SettingsAllows, s.settings, orgItemKey(orgID, sk), "", in)
+		}
+		j, out, err := join(step, reads[i])
+		if err != nil || !out.Applies() {
+			return nil, out, err
+		}
+		js = append(js, j)
+		if step.t.Name == machine.SettingsAllows {
+			break
+		}
+	}
+	return js, machine.Outcome{}, nil
+}
+
+// Lease is a task leased: the task and its lease.
+type Lease struct {
+	Task           Task   `json:"task"`
+	Attempts       int    `json:"attempts"`
+	LeaseExpiresAt string `json:"lease_expires_at"`
+}
+
+// ErrNothingToLease means no task of the org was leasable by the agent.
+var ErrNothingToLease = fmt.Errorf("no task to lease")
+
+// LeaseTask leases the org's most urgent visible task the agent may take:
+// it reads ready-index (priority, then age) page by page, decides each
+// waiting item with the queue machine, and takes the first whose lease
+// and task transition commit; one another agent took meanwhile sends it
+// to the next. Nothing to lease is recorded as the outcome and returned
+// as ErrNothingToLease.
+func (s *Store) LeaseTask(ctx context.Context, cmd Cmd, p messages.TaskLeasePayload, leaseFor time.Duration) (Lease, error) {
+	var lease Lease
+	if done, err := s.recorded(ctx, cmd, &lease); done {
+		if err != nil {
+			return Lease{}, err
+		}
+		return orNothing(lease)
+	}
+	now := iso(cmd.At)
+	in := machine.TaskInput{Now: now, Agent: p.AgentID, LeaseExpiresAt: iso(cmd.At.Add(leaseFor)), Events: 1}
+	kc := expression.Key("PK").Equal(expression.Value("ORG#" + p.OrgID))
+	var start map[string]types.AttributeValue
+	for {
+		page, next, err := queryRaw(ctx, s.db, s.queue, "ready-index", kc, 25, start)
+		if err != nil {
+			return Lease{}, fmt.Errorf("lease for %s: %w", p.AgentID, err)
+		}
+		for _, item := range page {
+			lease, ok, err := s.leaseOne(ctx, cmd, p, in, item)
+			if err != nil || ok {
+				return lease, err
+			}
+		}
+		if next == nil {
+			break
+		}
+		start = next
+	}
+	if _, err := s.record(ctx, cmd, "AGENT#"+p.OrgID+"/"+p.AgentID, Applied, "empty", Lease{}, &lease); err != nil {
+		return Lease{}, fmt.Errorf("lease for %s: %w", p.AgentID, err)
+	}
+	return orNothing(lease)
+}
+
+// orNothing is ErrNothingToLease for an empty lease, recorded or not.
+func orNothing(lease Lease) (Lease, error) {
+	if lease.Task.TaskID == "" {
+		return Lease{}, ErrNothingToLease
+	}
+	return lease, nil
+}
+
+// leaseOne tries to lease the waiting item as read from the index. ok is
+// false when the item, or its task, is not (or no longer) the agent's to
+// take.
+func (s *Store) leaseOne(ctx context.Context, cmd Cmd, p messages.TaskLeasePayload, in machine.TaskInput, item machine.Item) (Lease, bool, error) {
+	qStep := s.queueStep(machine.QueueLease, machine.Item{"PK": item["PK"], "SK": item["SK"]}, in)
+	if !machine.Queue.Decide(qStep.t, item, item, in).Applies() {
+		return Lease{}, false, nil
+	}
+	var q QueueItem
+	if err := attributevalue.UnmarshalMap(item, &q); err != nil {
+		return Lease{}, false, fmt.Errorf("decode queue item: %w", err)
+	}
+	st := s.taskStep(machine.TaskLease, p.OrgID, q.TaskID, in)
+	read, err := getRaw(ctx, s.db, st.table, st.key)
+	if err != nil {
+		return Lease{}, false, err
+	}
+	var task Task
+	if err := attributevalue.UnmarshalMap(read, &task); err != nil {
+		return Lease{}, false, fmt.Errorf("decode task %s: %w", q.TaskID, err)
+	}
+	events := []event{{typ: "LEASED", message: "leased by " + p.AgentID, payload: map[string]string{"agent_id": p.AgentID}}}
+	if q.Attempts > 0 {
+		events = append(events, event{typ: "RETRIED", message: fmt.Sprintf("attempt %d", q.Attempts+1)})
+	}
+	st.in.Events = len(events)
+	at := transitionTime(task, cmd.At)
+	st.in.Now = at
+	lq, out, err := join(qStep, item)
+	if err != nil || !out.Applies() {
+		return Lease{}, false, err
+	}
+	appended, err := s.appended(task, at, messages.Actor("agent:"+p.AgentID), events...)
+	if err != nil {
+		return Lease{}, false, err
+	}
+	st.with = append([]joined{lq}, appended...)
+	decided := machine.Task.Decide(st.t, read, read, st.in)
+	if !decided.Applies() {
+		return Lease{}, false, nil
+	}
+	var leased Task
+	if err := attributevalue.UnmarshalMap(decided.Next, &leased); err != nil {
+		return Lease{}, false, fmt.Errorf("decode task %s: %w", q.TaskID, err)
+	}
+	lease := Lease{Task: leased, Attempts: q.Attempts + 1, LeaseExpiresAt: in.LeaseExpiresAt}
+	st.details = lease
+	out, err = write(ctx, s, cmd, st, read, &lease)
+	switch {
+	case errors.Is(err, errStale), err == nil && !out.Applies():
+		return Lease{}, false, nil
+	case err != nil:
+		return Lease{}, false, err
+	}
+	return lease, true, nil
+}
+
+// TaskChange is a task changed by a command: the task after it, and the
+// notification sent with it, if any.
+type TaskChange struct {
+	Task         Task          `json:"task"`
+	Notification *Notification `json:"notification,omitempty"`
+	// Lines is how many log lines a progress report wrote.
+	Lines int `json:"lines,omitempty"`
+}
+
+// TaskStep is one command on one task: which transition, by whom, with
+// what; the store reads the task, decides, and writes it with its events,
+// log lines, notification and queue change.
+type TaskStep struct {
+	OrgID, TaskID string
+	Transition    string
+	Actor         messages.Actor
+	In            machine.TaskInput
+	// Event is the TaskEvent appended (its type is the transition's);
+	// Lines the log lines written with it.
+	Message string
+	Payload map[string]string
+	Lines   []messages.LogLine
+	// Notify, when set, is the notification sent: its type, title,
+	// message and severity.
+	Notify *Notification
+	// Queue, when set, is the queue item's transition in the same
+	// transaction: removed when the task ends, requeued or given up when
+	// its lease runs out.
+	Queue string
+}
+
+// ChangeTask applies a task command. Transitions by a user hold the user
+// allowed to act (a worker of the org); those that end the task remove
+// its queue item.
+func (s *Store) ChangeTask(ctx context.Context, cmd Cmd, ts TaskStep) (TaskChange, error) {
+	st := s.taskStep(ts.Transition, ts.OrgID, ts.TaskID, ts.In)
+	var change TaskChange
+	err := applyJoined(ctx, s, cmd, st, func(read machine.Item) ([]joined, machine.Outcome, error) {
+		var task Task
+		if err := attributevalue.UnmarshalMap(read, &task); err != nil {
+			return nil, machine.Outcome{}, fmt.Errorf("decode task %s: %w", ts.TaskID, err)
+		}
+		var js []joined
+		if ts.Actor.User() != "" {
+			actor, out, err := s.actorJoin(ctx, ts.Actor, ts.OrgID, machine.Workers)
+			if err != nil || !out.Applies() {
+				return nil, out, err
+			}
+			js = actor
+		}
+		at := transitionTime(task, cmd.At)
+		st.in.Now = at
+		kinds := machine.TaskEventTypes[ts.Transition]
+		if len(ts.Lines) > 0 {
+			kinds = []string{"LOG_BATCH"}
+		} else if kinds == nil {
+			kinds = []string{"PROGRESS"}
+		}
+		events := make([]event, len(kinds))
+		for i, typ := range kinds {
+			events[i] = event{typ: typ, message: ts.Message, payload: ts.Payload, level: levelOf(typ)}
+		}
+		st.in.Events = len(events)
+		decided := st.m.Decide(st.t, read, read, st.in)
+		if !decided.Applies() {
+			return nil, decided, nil
+		}
+		appended, err := s.appended(task, at, ts.Actor, events...)
+		if err != nil {
+			return nil, machine.Outcome{}, err
+		}
+		js = append(js, appended...)
+		for _, l := range ts.Lines {
+			// Keyed by the agent's time and number: a line sent again is
+			// the same item.
+			put, err := plainPut(s.logs, LogEntry{PK: "TASK#" + ts.TaskID, SK: fmt.Sprintf("LOG#%s#%012d", iso(l.At), l.Seq),
+				Stream: l.Stream, Line: l.Line, Level: l.Level, CorrelationID: task.CorrelationID, CreatedAt: iso(l.At)})
+			if err != nil {
+				return nil, machine.Outcome{}, err
+			}
+			js = append(js, joined{item: put})
+		}
+		if ts.Notify != nil {
+			n := *ts.Notify
+			n.NotificationID = messages.DerivedID(cmd.ID, messages.Type(n.Type), ts.TaskID)
+			n.PK, n.SK = "ORG#"+ts.OrgID, "NOTIF#"+at+"#"+n.NotificationID
+			n.UserID, n.TaskID, n.ProjectID, n.AgentID = task.CreatedBy, ts.TaskID, task.ProjectID, task.AgentID
+			n.CreatedAt, n.TTL = at, cmd.At.Add(NotificationRetention).Unix()
+			put, err := plainPut(s.notifications, n)
+			if err != nil {
+				return nil, machine.Outcome{}, err
+			}
+			js = append(js, joined{item: put})
+			change.Notification = &n
+		}
+		if ts.Queue != "" {
+			key := queueKey(ts.OrgID, task.CreatedAt, ts.TaskID)
+			read, err := getRaw(ctx, s.db, s.queue, key)
+			if err != nil {
+				return nil, machine.Outcome{}, err
+			}
+			in := st.in
+			in.ReadyKey = readyKey(task.Priority, task.CreatedAt, task.TaskID)
+			q, out, err := join(s.queueStep(ts.Queue, key, in), read)
+			if err != nil || !out.Applies() {
+				return nil, out, err
+			}
+			js = append(js, q)
+		}
+		change.Lines = len(ts.Lines)
+		return js, machine.Outcome{}, nil
+	}, &change.Task)
+	if err != nil {
+		return TaskChange{}, wrap(err, "%s task %s", ts.Transition, ts.TaskID)
+	}
+	return change, nil
+}
+
+func levelOf(typ string) string {
+	if typ == "ERROR" {
+		return "error"
+	}
+	return "info"
+}
+
+// GetTask reads a task.
+func (s *Store) GetTask(ctx context.Context, orgID, taskID string) (Task, bool, error) {
+	return getItem[Task](ctx, s.db, s.tasks, taskKey(orgID, taskID))
+}
+
+// TaskHistory reads a task's events and log lines, each in order.
+func (s *Store) TaskHistory(ctx context.Context, taskID string) ([]TaskEvent, []LogEntry, error) {
+	kc := expression.Key("PK").Equal(expression.Value("TASK#" + taskID))
+	events, err := query[TaskEvent](ctx, s.db, s.taskEvents, "", kc, nil, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	logs, err := query[LogEntry](ctx, s.db, s.logs, "", kc, nil, 0)
+	return events, logs, err
+}
+
+// Notifications reads an org's notifications, oldest first.
+func (s *Store) Notifications(ctx context.Context, orgID string) ([]Notification, error) {
+	kc := expression.Key("PK").Equal(expression.Value("ORG#" + orgID)).And(expression.Key("SK").BeginsWith("NOTIF#"))
+	return query[Notification](ctx, s.db, s.notifications, "", kc, nil, 0)
+}
+
+// ExpireLease ends a lease its timer says may have run out: unless the
+// owner's heartbeats renewed it (renewed) or the task moved on
+// (not_leaseholder, ended), the task is requeued, or, when that was its
+// last attempt, ends in ERROR with a QUEUE_STUCK notification. Which of
+// the two is the queue item's to say (attempts), read first and pinned.
+func (s *Store) ExpireLease(ctx context.Context, cmd Cmd, p messages.TaskLeaseExpiredPayload, maxAttempts int) (TaskChange, error) {
+	task, found, err := s.GetTask(ctx, p.OrgID, p.TaskID)
+	if err != nil {
+		return TaskChange{}, fmt.Errorf("expire lease of %s: %w", p.TaskID, err)
+	}
+	in := machine.TaskInput{Now: iso(cmd.At), Agent: p.AgentID, MaxAttempts: maxAttempts,
+		Error: fmt.Sprintf("lease expired %d times", maxAttempts)}
+	ts := TaskStep{OrgID: p.OrgID, TaskID: p.TaskID, Actor: p.Actor, In: in,
+		Transition: machine.TaskRequeue, Queue: machine.QueueRequeue, Message: "lease of " + p.AgentID + " expired"}
+	if found {
+		read, err := getRaw(ctx, s.db, s.queue, queueKey(p.OrgID, task.CreatedAt, p.TaskID))
+		if err != nil {
+			return TaskChange{}, fmt.Errorf("expire lease of %s: %w", p.TaskID, err)
+		}
+		if machine.Queue.Decide(machine.Queue.Transition(machine.QueueRequeue), read, read, in).Reason == machine.ReasonAttemptsSpent {
+			ts.Transition, ts.Queue, ts.Message = machine.TaskStuck, machine.QueueGiveUp, in.Error
+			ts.Notify = &Notification{Type: "QUEUE_STUCK", Title: "A task is stuck", Severity: "error",
+				Message: fmt.Sprintf("%s: no agent finished it in %d attempts", task.Title, maxAttempts)}
+		}
+	}
+	return s.ChangeTask(ctx, cmd, ts)
+}
+
+// Heartbeat is an agent's heartbeat as applied: the agent, and whether it
+// renewed the lease of its current task, until when.
+type Heartbeat struct {
+	Agent          Agent  `json:"agent"`
+	Renewed        bool   `json:"renewed,omitempty"`
+	LeaseExpiresAt string `json:"lease_expires_at,omitempty"`
+}
+
+// AgentRetention is how long an agent's item outlives its last heartbeat.
+const AgentRetention = time.Hour
+
+// RecordHeartbeat writes the agent online as its heartbeat says and, when
+// it names a current task whose lease it holds, renews that lease until
+// leaseFor from now. A lease it no longer holds is not renewed; the
+// heartbeat counts all the same.
+func (s *Store) RecordHeartbeat(ctx context.Context, cmd Cmd, p messages.AgentHeartbeatPayload, leaseFor time.Duration) (Heartbeat, error) {
+	now := iso(cmd.At)
+	agent := Agent{PK: "ORG#" + p.OrgID, SK: "AGENT#" + p.AgentID, AgentID: p.AgentID, OrgID: p.OrgID, Host: p.Host, PID: p.PID,
+		Cwd: p.Cwd, Status: machine.AgentOnline, LastHeartbeatAt: now, CurrentProjectID: p.CurrentProjectID,
+		CurrentTaskID: p.CurrentTaskID, Version: p.Version, Capabilities: p.Capabilities, CanInteractive: p.CanInteractive,
+		TTL: cmd.At.Add(AgentRetention).Unix()}
+	if agent.Capabilities == nil {
+		agent.Capabilities = []string{}
+	}
+	row, err := rawItem(agent)
+	if err != nil {
+		return Heartbeat{}, err
+	}
+	in := machine.TaskInput{Now: now, Agent: p.AgentID, Row: row, LeaseExpiresAt: iso(cmd.At.Add(leaseFor))}
+	st := step[machine.TaskInput]{m: machine.Agent, t: machine.Agent.Transition(machine.AgentHeartbeat), table: s.agents,
+		key: orgItemKey(p.OrgID, agent.SK), in: in, entity: "AGENT#" + p.OrgID + "/" + p.AgentID}
+	hb := Heartbeat{Agent: agent}
+	st.details = &hb
+	err = retrying(ctx, st, func() error {
+		hb = Heartbeat{Agent: agent}
+		st.with = nil
+		if p.CurrentTaskID != "" {
+			renew, ok, err := s.renewal(ctx, p, in)
+			if err != nil {
+				return err
+			}
+			if ok {
+				st.with = []joined{renew}
+				hb.Renewed, hb.LeaseExpiresAt = true, in.LeaseExpiresAt
+			}
+		}
+		_, err := write(ctx, s, cmd, st, nil, &hb)
+		return err
+	})
+	return hb, wrap(err, "heartbeat of %s", p.AgentID)
+}
+
+// renewal is the renewal of the agent's lease on its current task, when
+// it holds it. A renewal refused at the write (the lease expired and was
+// taken meanwhile) is no rejection: the heartbeat is tried again without.
+func (s *Store) renewal(ctx context.Context, p messages.AgentHeartbeatPayload, in machine.TaskInput) (joined, bool, error) {
+	task, found, err := s.GetTask(ctx, p.OrgID, p.CurrentTaskID)
+	if err != nil || !found {
+		return joined{}, false, err
+	}
+	key := queueKey(p.OrgID, task.CreatedAt, task.TaskID)
+	read, err := getRaw(ctx, s.db, s.queue, key)
+	if err != nil {
+		return joined{}, false, err
+	}
+	j, out, err := join(s.queueStep(machine.QueueRenew, key, in), read)
+	if err != nil || !out.Applies() {
+		return joined{}, false, err
+	}
+	j.refused = func(machine.Item) machine.Outcome { return machine.Outcome{Stale: true} }
+	return j, true, nil
+}
+
+// AgentSilence applies an agent's silence timer: an agent that has not
+// heartbeat since heard turns stale, a stale one offline, with an
+// AGENT_OFFLINE notification for the whole org. One heard from since is
+// a *Rejection (heard), as is one already offline (wrong_state).
+func (s *Store) AgentSilence(ctx context.Context, cmd Cmd, p messages.AgentSilentPayload) (Agent, *Notification, error) {
+	key := orgItemKey(p.OrgID, "AGENT#"+p.AgentID)
+	var agent Agent
+	var sent *Notification
+	name := machine.AgentGoStale
+	read, err := getRaw(ctx, s.db, s.agents, key)
+	if err != nil {
+		return Agent{}, nil, err
+	}
+	if status, _ := read[machine.Agent.State].(*types.AttributeValueMemberS); status != nil && status.Value == machine.AgentStale {
+		name = machine.AgentGoOffline
+	}
+	st := step[machine.TaskInput]{m: machine.Agent, t: machine.Agent.Transition(name), table: s.agents, key: key,
+		in: machine.TaskInput{Heard: p.LastHeartbeatAt}, entity: "AGENT#" + p.OrgID + "/" + p.AgentID}
+	if name == machine.AgentGoOffline {
+		n := Notification{PK: "ORG#" + p.OrgID, Type: "AGENT_OFFLINE", Title: "An agent went offline", Severity: "warning",
+			Message: fmt.Sprintf("agent %s has not been heard from since %s", p.AgentID, p.LastHeartbeatAt), AgentID: p.AgentID,
+			CreatedAt: iso(cmd.At), TTL: cmd.At.Add(NotificationRetention).Unix()}
+		n.NotificationID = messages.DerivedID(cmd.ID, messages.AgentOffline, p.AgentID)
+		n.SK = "NOTIF#" + n.CreatedAt + "#" + n.NotificationID
+		put, err := plainPut(s.notifications, n)
+		if err != nil {
+			return Agent{}, nil, err
+		}
+		st.with, sent = []joined{{item: put}}, &n
+	}
+	if err := apply(ctx, s, cmd, st, &agent); err != nil {
+		return Agent{}, nil, fmt.Errorf("%s %s: %w", name, p.AgentID, err)
+	}
+	return agent, sent, nil
+}
+
+// ReadNotification marks a notification read, by its recipient (anyone of
+// the org for one sent to all).
+func (s *Store) ReadNotification(ctx context.Context, cmd Cmd, p messages.NotificationReadPayload) (Notification, error) {
+	key := orgItemKey(p.OrgID, "NOTIF#"+p.CreatedAt+"#"+p.NotificationID)
+	st := step[machine.TaskInput]{m: machine.Notification, t: machine.Notification.Transition(machine.NotificationRead),
+		table: s.notifications, key: key, in: machine.TaskInput{User: p.Actor.User()}, entity: "NOTIFICATION#" + p.OrgID + "/" + p.NotificationID}
+	var n Notification
+	err := applyJoined(ctx, s, cmd, st, func(machine.Item) ([]joined, machine.Outcome, error) {
+		return s.actorJoin(ctx, p.Actor, p.OrgID, []string{messages.RoleOwner, messages.RoleAdmin, messages.RoleMember, messages.RoleViewer})
+	}, &n)
+	return n, wrap(err, "read notification %s", p.NotificationID)
+}
