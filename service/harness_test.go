@@ -223,6 +223,12 @@ func testConfig(prefix, providerURL string) config.Config {
 		TimerShards:       4,
 		TimerLease:        3 * time.Second,
 		TimerPollInterval: 250 * time.Millisecond,
+		// The task tests shorten the lease and silences they play out.
+		Env:               config.EnvProduction,
+		TaskLease:         2 * time.Minute,
+		TaskMaxAttempts:   3,
+		AgentStaleAfter:   90 * time.Second,
+		AgentOfflineAfter: 5 * time.Minute,
 		LogLevel:          "warn",
 	}
 }

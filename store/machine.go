@@ -52,20 +52,21 @@ func apply[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], result a
 
 // applyJoined is apply with writes of other items joined to the
 // transition's transaction (st.with), built by joins from the item as
-// read: a user allowed to act, the events a task appends. A join that
+// read: a user allowed to act, the events a task appends. joins may also
+// complete the transition's input from what it read (in). A join that
 // does not apply rejects the command with its reason.
-func applyJoined[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], joins func(read machine.Item) ([]joined, machine.Outcome, error), result any) error {
-	with := st.with
+func applyJoined[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], joins func(read machine.Item, in *In) ([]joined, machine.Outcome, error), result any) error {
+	with, input := st.with, st.in
 	return retrying(ctx, st, func() error {
 		read, err := getRaw(ctx, s.db, st.table, st.key)
 		if err != nil {
 			return err
 		}
-		st.with = with
+		st.with, st.in = with, input
 		out := machine.Outcome{}
 		if joins != nil {
 			var more []joined
-			if more, out, err = joins(read); err != nil {
+			if more, out, err = joins(read, &st.in); err != nil {
 				return err
 			}
 			st.with = append(slices.Clip(with), more...)

@@ -218,7 +218,7 @@ func (s *Store) RegisterUser(ctx context.Context, cmd Cmd, p messages.UserRegist
 		return User{}, err
 	}
 	st := orgStep(machine.User, machine.UserRegister, s.users, userKey(p.UserID), "USER#"+p.UserID, machine.OrgInput{Row: row})
-	err = applyJoined(ctx, s, cmd, st, func(machine.Item) ([]joined, machine.Outcome, error) {
+	err = applyJoined(ctx, s, cmd, st, func(machine.Item, *machine.OrgInput) ([]joined, machine.Outcome, error) {
 		return joins(
 			func() ([]joined, machine.Outcome, error) { return s.orgExists(ctx, p.OrgID) },
 			func() ([]joined, machine.Outcome, error) { return s.actorJoin(ctx, p.Actor, p.OrgID, machine.Managers) },
@@ -241,7 +241,7 @@ func (s *Store) RegisterUser(ctx context.Context, cmd Cmd, p messages.UserRegist
 func (s *Store) SuspendUser(ctx context.Context, cmd Cmd, p messages.UserSuspendPayload) (User, error) {
 	var u User
 	st := orgStep(machine.User, machine.UserSuspend, s.users, userKey(p.UserID), "USER#"+p.UserID, machine.OrgInput{OrgID: p.OrgID})
-	err := applyJoined(ctx, s, cmd, st, func(machine.Item) ([]joined, machine.Outcome, error) {
+	err := applyJoined(ctx, s, cmd, st, func(machine.Item, *machine.OrgInput) ([]joined, machine.Outcome, error) {
 		if p.Actor.User() == p.UserID {
 			return nil, machine.Outcome{Reason: messages.ReasonForbidden}, nil
 		}
@@ -260,7 +260,7 @@ func (s *Store) CreateProject(ctx context.Context, cmd Cmd, p messages.ProjectCr
 	}
 	key := orgItemKey(p.OrgID, pr.SK)
 	st := orgStep(machine.Project, machine.ProjectCreate, s.projects, key, "PROJECT#"+p.OrgID+"/"+p.ProjectID, machine.OrgInput{Row: row})
-	err = applyJoined(ctx, s, cmd, st, func(machine.Item) ([]joined, machine.Outcome, error) {
+	err = applyJoined(ctx, s, cmd, st, func(machine.Item, *machine.OrgInput) ([]joined, machine.Outcome, error) {
 		return joins(
 			func() ([]joined, machine.Outcome, error) { return s.orgExists(ctx, p.OrgID) },
 			func() ([]joined, machine.Outcome, error) { return s.actorJoin(ctx, p.Actor, p.OrgID, machine.Managers) },
@@ -280,7 +280,7 @@ func (s *Store) UpdateSettings(ctx context.Context, cmd Cmd, p messages.Settings
 	}
 	st := orgStep(machine.Settings, machine.SettingsReplace, s.settings, orgItemKey(p.OrgID, set.SK),
 		"SETTINGS#"+p.OrgID+"/"+set.SK, machine.OrgInput{Row: row})
-	err = applyJoined(ctx, s, cmd, st, func(machine.Item) ([]joined, machine.Outcome, error) {
+	err = applyJoined(ctx, s, cmd, st, func(machine.Item, *machine.OrgInput) ([]joined, machine.Outcome, error) {
 		return s.actorJoin(ctx, p.Actor, p.OrgID, machine.Managers)
 	}, &set)
 	return set, wrap(err, "update settings %s of %s", set.SK, p.OrgID)
@@ -307,7 +307,7 @@ func (s *Store) writeSecret(ctx context.Context, cmd Cmd, transition, orgID stri
 		return Secret{}, err
 	}
 	st := orgStep(machine.Secret, transition, s.secrets, orgItemKey(orgID, sec.SK), "SECRET#"+orgID+"/"+sec.SecretID, machine.OrgInput{Row: row})
-	err = applyJoined(ctx, s, cmd, st, func(machine.Item) ([]joined, machine.Outcome, error) {
+	err = applyJoined(ctx, s, cmd, st, func(machine.Item, *machine.OrgInput) ([]joined, machine.Outcome, error) {
 		return s.actorJoin(ctx, actor, orgID, machine.Managers)
 	}, &sec)
 	return sec, wrap(err, "%s secret %s of %s", transition, sec.SecretID, orgID)

@@ -242,7 +242,7 @@ func (s *Store) QueueTask(ctx context.Context, cmd Cmd, p messages.TaskQueuePayl
 		State: machine.TaskQueued, Title: p.Title, Prompt: p.Prompt, Priority: *p.Priority, CreatedAt: now, UpdatedAt: now,
 		CorrelationID: cmd.CorrelationID, Model: p.Model, DesiredAgentID: p.DesiredAgentID, CreatedBy: p.Actor.User(), EventSeq: 2}
 	st := s.taskStep(machine.TaskQueue, p.OrgID, p.TaskID, machine.TaskInput{Now: now})
-	err := applyJoined(ctx, s, cmd, st, func(machine.Item) ([]joined, machine.Outcome, error) {
+	err := applyJoined(ctx, s, cmd, st, func(_ machine.Item, in *machine.TaskInput) ([]joined, machine.Outcome, error) {
 		var project Project
 		js, out, err := joins(
 			func() ([]joined, machine.Outcome, error) { return s.actorJoin(ctx, p.Actor, p.OrgID, machine.Workers) },
@@ -270,7 +270,7 @@ func (s *Store) QueueTask(ctx context.Context, cmd Cmd, p messages.TaskQueuePayl
 		if err != nil {
 			return nil, machine.Outcome{}, err
 		}
-		st.in.Row = row
+		in.Row = row
 		qRow, err := rawItem(QueueItem{PK: task.PK, SK: "QUEUE#" + now + "#" + p.TaskID, TaskID: p.TaskID, ProjectID: p.ProjectID,
 			DesiredAgentID: p.DesiredAgentID, NextVisibleAt: now, Priority: task.Priority, ReadyKey: readyKey(task.Priority, now, p.TaskID)})
 		if err != nil {
@@ -490,7 +490,7 @@ type TaskStep struct {
 func (s *Store) ChangeTask(ctx context.Context, cmd Cmd, ts TaskStep) (TaskChange, error) {
 	st := s.taskStep(ts.Transition, ts.OrgID, ts.TaskID, ts.In)
 	var change TaskChange
-	err := applyJoined(ctx, s, cmd, st, func(read machine.Item) ([]joined, machine.Outcome, error) {
+	err := applyJoined(ctx, s, cmd, st, func(read machine.Item, in *machine.TaskInput) ([]joined, machine.Outcome, error) {
 		var task Task
 		if err := attributevalue.UnmarshalMap(read, &task); err != nil {
 			return nil, machine.Outcome{}, fmt.Errorf("decode task %s: %w", ts.TaskID, err)
@@ -504,7 +504,7 @@ func (s *Store) ChangeTask(ctx context.Context, cmd Cmd, ts TaskStep) (TaskChang
 			js = actor
 		}
 		at := transitionTime(task, cmd.At)
-		st.in.Now = at
+		in.Now = at
 		kinds := machine.TaskEventTypes[ts.Transition]
 		if len(ts.Lines) > 0 {
 			kinds = []string{"LOG_BATCH"}
@@ -515,8 +515,8 @@ func (s *Store) ChangeTask(ctx context.Context, cmd Cmd, ts TaskStep) (TaskChang
 		for i, typ := range kinds {
 			events[i] = event{typ: typ, message: ts.Message, payload: ts.Payload, level: levelOf(typ)}
 		}
-		st.in.Events = len(events)
-		decided := st.m.Decide(st.t, read, read, st.in)
+		in.Events = len(events)
+		decided := st.m.Decide(st.t, read, read, *in)
 		if !decided.Applies() {
 			return nil, decided, nil
 		}
@@ -554,9 +554,9 @@ func (s *Store) ChangeTask(ctx context.Context, cmd Cmd, ts TaskStep) (TaskChang
 			if err != nil {
 				return nil, machine.Outcome{}, err
 			}
-			in := st.in
-			in.ReadyKey = readyKey(task.Priority, task.CreatedAt, task.TaskID)
-			q, out, err := join(s.queueStep(ts.Queue, key, in), read)
+			qin := *in
+			qin.ReadyKey = readyKey(task.Priority, task.CreatedAt, task.TaskID)
+			q, out, err := join(s.queueStep(ts.Queue, key, qin), read)
 			if err != nil || !out.Applies() {
 				return nil, out, err
 			}
@@ -744,7 +744,7 @@ func (s *Store) ReadNotification(ctx context.Context, cmd Cmd, p messages.Notifi
 	st := step[machine.TaskInput]{m: machine.Notification, t: machine.Notification.Transition(machine.NotificationRead),
 		table: s.notifications, key: key, in: machine.TaskInput{User: p.Actor.User()}, entity: "NOTIFICATION#" + p.OrgID + "/" + p.NotificationID}
 	var n Notification
-	err := applyJoined(ctx, s, cmd, st, func(machine.Item) ([]joined, machine.Outcome, error) {
+	err := applyJoined(ctx, s, cmd, st, func(machine.Item, *machine.TaskInput) ([]joined, machine.Outcome, error) {
 		return s.actorJoin(ctx, p.Actor, p.OrgID, []string{messages.RoleOwner, messages.RoleAdmin, messages.RoleMember, messages.RoleViewer})
 	}, &n)
 	return n, wrap(err, "read notification %s", p.NotificationID)
