@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -178,7 +179,8 @@ func (h *Task) leaseTimer(c store.Cmd, orgID, taskID, agentID string, expires ti
 	if err != nil {
 		return messages.Out{}, err
 	}
-	return messages.Out{Type: messages.TimerCreate, At: c.At, Command: true, Payload: messages.TimerCreatePayload{
+	// Keyed by the timer: a heartbeat arms two timers, each its own command.
+	return messages.Out{Type: messages.TimerCreate, At: c.At, Command: true, Key: leaseTimerID(orgID, taskID), Payload: messages.TimerCreatePayload{
 		TimerID: leaseTimerID(orgID, taskID), GroupID: "task-lease", ExecuteAt: expires,
 		Callback: messages.CallbackSQS + "://" + h.queue, Payload: expire,
 	}}, nil
@@ -221,6 +223,9 @@ func (h *Task) apply(ctx context.Context, c store.Cmd, ts store.TaskStep) ([]mes
 // the task ended, a timer.delete of its lease timer.
 func (h *Task) changed(c store.Cmd, ts store.TaskStep, ch store.TaskChange) []messages.Out {
 	t := ch.Task
+	// A requeued task has no agent any more: the event names the one
+	// whose lease expired, so that agent learns it.
+	t.AgentID = cmp.Or(t.AgentID, ts.In.Agent)
 	tr := machine.Task.Transition(ts.Transition)
 	var outs []messages.Out
 	if tr.Event == messages.TaskProgressed {
@@ -245,7 +250,7 @@ func (h *Task) expire(ctx context.Context, c store.Cmd, p *messages.TaskLeaseExp
 	if err != nil {
 		return nil, err
 	}
-	ts := store.TaskStep{Transition: machine.TaskRequeue, Actor: p.Actor}
+	ts := store.TaskStep{Transition: machine.TaskRequeue, Actor: p.Actor, In: machine.TaskInput{Agent: p.AgentID}}
 	if ch.Task.State == machine.TaskError {
 		ts.Transition, ts.In.Error = machine.TaskStuck, ch.Task.Error
 	}
@@ -291,7 +296,7 @@ func (h *Task) silenceTimer(c store.Cmd, orgID, agentID, heard string, at time.T
 	if err != nil {
 		return messages.Out{}, err
 	}
-	return messages.Out{Type: messages.TimerCreate, At: c.At, Command: true, Payload: messages.TimerCreatePayload{
+	return messages.Out{Type: messages.TimerCreate, At: c.At, Command: true, Key: silenceTimerID(orgID, agentID), Payload: messages.TimerCreatePayload{
 		TimerID: silenceTimerID(orgID, agentID), GroupID: "agent-silence", ExecuteAt: at,
 		Callback: messages.CallbackSQS + "://" + h.queue, Payload: silent,
 	}}, nil

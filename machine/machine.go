@@ -198,14 +198,15 @@ func (m *Machine[In]) stateOf(item Item) string {
 	return m.Unset
 }
 
-// Checks reports whether t is a check: it changes nothing, and is
-// written as a condition check in the transaction of another change
-// (a shard held at a version, a user allowed to act).
+// Checks reports whether t is a check: it changes nothing, neither an
+// attribute nor the state, and is written as a condition check in the
+// transaction of another change (a shard held at a version, a user
+// allowed to act).
 func (t *Transition[In]) Checks() bool {
 	if len(t.Set) > 0 || len(t.Remove) > 0 {
 		return false
 	}
-	return t.To != Absent || !slices.ContainsFunc(t.From, func(s string) bool { return s != Absent })
+	return t.To == Same || !slices.ContainsFunc(t.From, func(s string) bool { return s != t.To })
 }
 
 func (m *Machine[In]) next(t *Transition[In], item Item, in In, read Item) Item {

@@ -158,7 +158,7 @@ var Settings = &Machine[OrgInput]{
 		{
 			// A pin: a list added meanwhile changes which scope decides.
 			Name: SettingsUnlisted, Command: messages.TaskQueue, Doc: "a more specific scope has no allow-list",
-			From: []string{Absent, SettingsSet}, To: SettingsSet,
+			From: []string{Absent, SettingsSet}, To: Same,
 			Guards: []Guard[OrgInput]{{Name: "no list", Attr: "modelAllowList", Op: NotExists}},
 		},
 	},

@@ -518,6 +518,7 @@ type auditItem struct {
 	CommandID string `dynamodbav:"command_id"`
 	Status    string `dynamodbav:"status"`
 	Reason    string `dynamodbav:"reason"`
+	Details   string `dynamodbav:"details"`
 }
 
 // auditItems reads every recorded outcome of the stack, by command ID.

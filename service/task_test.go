@@ -9,12 +9,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"transit/config"
 	"transit/machine"
 	"transit/messages"
+	"transit/provider"
 	"transit/service"
 	"transit/store"
 )
@@ -223,4 +226,123 @@ func TestTasks_illegal_steps_are_rejected_and_change_nothing(t *testing.T) {
 	assert.Equal(t, messages.ReasonEnded, s.rejected(messages.TaskCancel, messages.TaskCancelPayload{OrgID: "acme", TaskID: "t-2", Actor: "user:u-dev"}))
 	empty := payloadOf[messages.TaskLeaseEmptyPayload](t, s.apply(messages.TaskLease, messages.TaskLeasePayload{OrgID: "acme", AgentID: "agent-1"}, messages.TaskLeaseEmpty))
 	assert.Equal(t, "agent-1", empty.AgentID)
+}
+
+// TestTasks_silent_agent_loses_its_task: an agent that stops
+// heartbeating turns stale, then offline (AGENT_OFFLINE); its lease runs
+// out and the task is requeued (REQUEUED, attempts kept) and leased by
+// another agent (RETRIED); when the last attempt's lease runs out too,
+// the task ends in ERROR with QUEUE_STUCK. All of it on durable timers.
+func TestTasks_silent_agent_loses_its_task(t *testing.T) {
+	s := newStack(t, func(c *config.Config) {
+		c.SandboxExpiry = config.ExpiryTimer
+		c.TaskLease, c.TaskMaxAttempts = 3*time.Second, 2
+		c.AgentStaleAfter, c.AgentOfflineAfter = 2*time.Second, 2*time.Second
+	})
+	s.serve(service.ServeOptions{})
+	s.org()
+	ctx := context.Background()
+	heartbeat := func(agent, task string) {
+		s.send(uuid.NewString(), messages.AgentHeartbeat, messages.AgentHeartbeatPayload{OrgID: "acme", AgentID: agent, Host: "laptop",
+			PID: 42, Cwd: "/src/web", Version: "1.0.0", CurrentTaskID: task, CurrentProjectID: "web"})
+	}
+	s.apply(messages.TaskQueue, messages.TaskQueuePayload{OrgID: "acme", TaskID: "t-1", ProjectID: "web", Prompt: "p", Actor: "user:u-dev"}, messages.TaskQueued)
+	heartbeat("agent-1", "")
+	first := payloadOf[messages.TaskLeasedPayload](t, s.apply(messages.TaskLease, messages.TaskLeasePayload{OrgID: "acme", AgentID: "agent-1"}, messages.TaskLeased))
+	assert.Equal(t, 1, first.Attempts)
+	heartbeat("agent-1", "t-1") // renews the lease once, then silence
+
+	stale := s.collect(30*time.Second, func(evs []service.TapEvent) bool { return len(ofType(evs, messages.AgentOffline)) > 0 })
+	require.Len(t, ofType(stale, messages.AgentStale), 1)
+	assert.Equal(t, machine.AgentStale, payloadOf[messages.AgentStatusPayload](t, ofType(stale, messages.AgentStale)[0]).Status)
+	offline := payloadOf[messages.AgentStatusPayload](t, ofType(stale, messages.AgentOffline)[0])
+	assert.Equal(t, "agent-1", offline.AgentID)
+	agents := s.scan(store.Agents)
+	require.Len(t, agents, 1)
+	assert.Equal(t, machine.AgentOffline, agents[0]["status"])
+
+	requeued := s.collect(30*time.Second, func(evs []service.TapEvent) bool { return len(ofType(evs, messages.TaskRequeued)) > 0 })
+	assert.Equal(t, "agent-1", payloadOf[messages.TaskChangedPayload](t, ofType(requeued, messages.TaskRequeued)[0]).AgentID)
+	task, _, err := s.svc.Store.GetTask(ctx, "acme", "t-1")
+	require.NoError(t, err)
+	assert.Equal(t, machine.TaskQueued, task.State)
+	assert.Empty(t, task.AgentID)
+
+	second := payloadOf[messages.TaskLeasedPayload](t, s.apply(messages.TaskLease, messages.TaskLeasePayload{OrgID: "acme", AgentID: "agent-2"}, messages.TaskLeased))
+	assert.Equal(t, "t-1", second.TaskID)
+	assert.Equal(t, 2, second.Attempts, "attempts kept across the requeue")
+	stuck := s.collect(30*time.Second, func(evs []service.TapEvent) bool { return len(ofType(evs, messages.TaskStuck)) > 0 })
+	assert.Equal(t, machine.TaskError, payloadOf[messages.TaskChangedPayload](t, ofType(stuck, messages.TaskStuck)[0]).State)
+	task, _, err = s.svc.Store.GetTask(ctx, "acme", "t-1")
+	require.NoError(t, err)
+	assert.Equal(t, machine.TaskError, task.State)
+	assert.Empty(t, s.scan(store.Queue), "a stuck task leaves the queue")
+
+	events, _, err := s.svc.Store.TaskHistory(ctx, "t-1")
+	require.NoError(t, err)
+	var kinds []string
+	for _, e := range events {
+		kinds = append(kinds, e.Type)
+	}
+	assert.Equal(t, []string{"CREATED", "QUEUED", "LEASED", "REQUEUED", "LEASED", "RETRIED", "ERROR"}, kinds)
+	notes, err := s.svc.Store.Notifications(ctx, "acme")
+	require.NoError(t, err)
+	var noteKinds []string
+	for _, n := range notes {
+		noteKinds = append(noteKinds, n.Type)
+	}
+	assert.ElementsMatch(t, []string{"AGENT_OFFLINE", "QUEUE_STUCK"}, noteKinds)
+}
+
+func ofType(events []service.TapEvent, t messages.Type) []service.TapEvent {
+	var out []service.TapEvent
+	for _, e := range events {
+		if e.Envelope.Type == t {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TestSecrets_sealed_outside_development: a secret stored outside
+// development is KMS ciphertext in the table that opens to the value, and
+// the value is in no event and no audit record; without a KMS key it is
+// refused (plaintext_refused).
+func TestSecrets_sealed_outside_development(t *testing.T) {
+	s := newStack(t, func(c *config.Config) { c.KMSKey = "auto" })
+	s.serve(service.ServeOptions{})
+	s.org()
+	const value = "sk-ant-api03-very-secret-value"
+	stored := s.apply(messages.SecretStore, messages.SecretStorePayload{OrgID: "acme", SecretID: "anthropic", SecretType: "anthropic_key",
+		Value: value, Actor: "user:u-owner"}, messages.SecretStored)
+	assert.True(t, payloadOf[messages.SecretStoredPayload](t, stored).Encrypted)
+	assert.NotContains(t, string(stored.Envelope.Payload), value)
+	sec, found, err := s.svc.Store.GetSecret(context.Background(), "acme", "anthropic")
+	require.NoError(t, err)
+	require.True(t, found)
+	assert.True(t, sec.Encrypted)
+	assert.NotContains(t, sec.CipherText, value)
+	key, err := provider.EnsureKey(context.Background(), kms.NewFromConfig(s.svc.AWS), "alias/"+s.cfg.Prefix+"-secrets")
+	require.NoError(t, err)
+	opened, err := provider.NewSealer(kms.NewFromConfig(s.svc.AWS), key).Open(context.Background(), sec.CipherText,
+		map[string]string{"org_id": "acme", "secret_id": "anthropic"})
+	require.NoError(t, err)
+	assert.Equal(t, value, opened)
+	for _, item := range s.auditItems() {
+		assert.NotContains(t, item.Details, value)
+		assert.NotContains(t, item.Details, sec.CipherText)
+	}
+	assert.Equal(t, messages.ReasonForbidden, payloadOf[messages.OrgRejectedPayload](t, s.apply(messages.SecretRotate,
+		messages.SecretRotatePayload{OrgID: "acme", SecretID: "anthropic", Value: "x", Actor: "user:u-dev"}, messages.OrgRejected)).Reason,
+		"only a manager changes secrets")
+
+	plain := newStack(t) // production, no KMS key
+	plain.serve(service.ServeOptions{})
+	plain.org()
+	refused := payloadOf[messages.OrgRejectedPayload](t, plain.apply(messages.SecretStore, messages.SecretStorePayload{OrgID: "acme",
+		SecretID: "anthropic", SecretType: "anthropic_key", Value: value, Actor: "user:u-owner"}, messages.OrgRejected))
+	assert.Equal(t, messages.ReasonPlaintextRefused, refused.Reason)
+	_, found, err = plain.svc.Store.GetSecret(context.Background(), "acme", "anthropic")
+	require.NoError(t, err)
+	assert.False(t, found)
 }
