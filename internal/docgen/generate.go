@@ -123,6 +123,17 @@ var machines = map[string]interface{ Mermaid() string }{
 	machine.LayerPointer.Name: machine.LayerPointer,
 	machine.Timer.Name:        machine.Timer,
 	machine.Shard.Name:        machine.Shard,
+
+	machine.Org.Name:          machine.Org,
+	machine.User.Name:         machine.User,
+	machine.EmailClaim.Name:   machine.EmailClaim,
+	machine.Project.Name:      machine.Project,
+	machine.Settings.Name:     machine.Settings,
+	machine.Secret.Name:       machine.Secret,
+	machine.Task.Name:         machine.Task,
+	machine.Queue.Name:        machine.Queue,
+	machine.Agent.Name:        machine.Agent,
+	machine.Notification.Name: machine.Notification,
 }
 
 // projection is what store's provisioning projects into every secondary

@@ -31,6 +31,18 @@ var itemTypes = map[string][]itemType{
 	"Layers":       {{"store", "LayerVersion"}, {"store", "Build"}},
 	"timers":       {{"store", "Shard"}, {"store", "Timer"}},
 	"StreamLeases": {{"streams", "leaseItem"}},
+
+	"Users":         {{"store", "User"}, {"store", "EmailClaim"}},
+	"Orgs":          {{"store", "Org"}},
+	"Projects":      {{"store", "Project"}},
+	"Settings":      {{"store", "ScopeSettings"}},
+	"Secrets":       {{"store", "Secret"}},
+	"Agents":        {{"store", "Agent"}},
+	"Tasks":         {{"store", "Task"}},
+	"Queue":         {{"store", "QueueItem"}},
+	"TaskEvents":    {{"store", "TaskEvent"}},
+	"Logs":          {{"store", "LogEntry"}},
+	"Notifications": {{"store", "Notification"}},
 }
 
 // structDoc is an item struct as its source declares it.
