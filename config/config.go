@@ -362,8 +362,10 @@ func (c *Config) Validate() error {
 	if c.AgentStaleAfter < time.Second {
 		bad("TRANSIT_AGENT_STALE_AFTER", "agent-stale-after", "%s, want at least 1s", c.AgentStaleAfter)
 	}
-	if c.AgentOfflineAfter < time.Second {
-		bad("TRANSIT_AGENT_OFFLINE_AFTER", "agent-offline-after", "%s, want at least 1s", c.AgentOfflineAfter)
+	// An agent's item expires an hour after its last heartbeat: it must
+	// go offline (AGENT_OFFLINE) before that.
+	if c.AgentOfflineAfter < time.Second || c.AgentStaleAfter+c.AgentOfflineAfter >= 55*time.Minute {
+		bad("TRANSIT_AGENT_OFFLINE_AFTER", "agent-offline-after", "%s, want at least 1s, and with the stale delay (%s) under 55m: an agent's item expires an hour after its last heartbeat", c.AgentOfflineAfter, c.AgentStaleAfter)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -18,7 +18,7 @@ type orgStore interface {
 	CreateProject(ctx context.Context, cmd store.Cmd, p messages.ProjectCreatePayload) (store.Project, error)
 	UpdateSettings(ctx context.Context, cmd store.Cmd, p messages.SettingsUpdatePayload) (store.ScopeSettings, error)
 	StoreSecret(ctx context.Context, cmd store.Cmd, p messages.SecretStorePayload, cipherText string, encrypted bool) (store.Secret, error)
-	RefuseSecret(ctx context.Context, cmd store.Cmd, orgID, secretID, reason string) error
+	RefuseSecret(ctx context.Context, cmd store.Cmd, orgID, secretID string, actor messages.Actor, reason string) error
 	RotateSecret(ctx context.Context, cmd store.Cmd, p messages.SecretRotatePayload, cipherText string, encrypted bool) (store.Secret, error)
 }
 
@@ -150,7 +150,7 @@ func (h *Org) storeSecret(ctx context.Context, c store.Cmd, p *messages.SecretSt
 		return nil, err
 	}
 	if !encrypted && !h.development {
-		return nil, h.store.RefuseSecret(ctx, c, p.OrgID, p.SecretID, messages.ReasonPlaintextRefused)
+		return nil, h.store.RefuseSecret(ctx, c, p.OrgID, p.SecretID, p.Actor, messages.ReasonPlaintextRefused)
 	}
 	sec, err := h.store.StoreSecret(ctx, c, *p, sealed, encrypted)
 	if err != nil {
@@ -166,7 +166,7 @@ func (h *Org) rotateSecret(ctx context.Context, c store.Cmd, p *messages.SecretR
 		return nil, err
 	}
 	if !encrypted && !h.development {
-		return nil, h.store.RefuseSecret(ctx, c, p.OrgID, p.SecretID, messages.ReasonPlaintextRefused)
+		return nil, h.store.RefuseSecret(ctx, c, p.OrgID, p.SecretID, p.Actor, messages.ReasonPlaintextRefused)
 	}
 	sec, err := h.store.RotateSecret(ctx, c, *p, sealed, encrypted)
 	if err != nil {

@@ -93,12 +93,12 @@ func (h *Task) Handle(ctx context.Context, cmd messages.Command) ([]messages.Out
 	case *messages.TaskResponsePayload:
 		ref = messages.TaskRejectedPayload{OrgID: p.OrgID, TaskID: p.TaskID, Actor: p.Actor}
 		outs, err = h.byUser(ctx, c, p.OrgID, p.TaskID, p.Actor, store.TaskStep{
-			Transition: machine.TaskAnswer, Message: p.Response, In: machine.TaskInput{Response: p.Response},
+			Transition: machine.TaskAnswer, Message: p.Response, In: machine.TaskInput{Response: p.Response}, Roles: machine.Workers,
 		})
 	case *messages.TaskCancelPayload:
 		ref = messages.TaskRejectedPayload{OrgID: p.OrgID, TaskID: p.TaskID, Actor: p.Actor}
 		outs, err = h.byUser(ctx, c, p.OrgID, p.TaskID, p.Actor, store.TaskStep{
-			Transition: machine.TaskCancel, Message: "cancelled by " + string(p.Actor), Queue: machine.QueueRemove,
+			Transition: machine.TaskCancel, Message: "cancelled by " + string(p.Actor), Queue: machine.QueueRemove, Roles: machine.Workers,
 		})
 	case *messages.TaskLeaseExpiredPayload:
 		ref = messages.TaskRejectedPayload{OrgID: p.OrgID, TaskID: p.TaskID, AgentID: p.AgentID, Actor: p.Actor}
@@ -203,7 +203,7 @@ func (h *Task) change(ctx context.Context, c store.Cmd, p messages.TaskAgentPayl
 	return h.apply(ctx, c, ts)
 }
 
-// byUser applies a command of a user of the org (a worker).
+// byUser applies a command of a user of the org, in one of ts.Roles.
 func (h *Task) byUser(ctx context.Context, c store.Cmd, orgID, taskID string, actor messages.Actor, ts store.TaskStep) ([]messages.Out, error) {
 	c.Actor = string(actor)
 	ts.OrgID, ts.TaskID, ts.Actor = orgID, taskID, actor
@@ -233,7 +233,8 @@ func (h *Task) changed(c store.Cmd, ts store.TaskStep, ch store.TaskChange) []me
 			Message: ts.Message, Lines: ch.Lines, FirstSeq: firstSeq(ts.Lines), LastSeq: lastSeq(ts.Lines), At: t.UpdatedAt})
 	} else {
 		outs = one(tr.Event, c.At, messages.TaskChangedPayload{OrgID: t.OrgID, TaskID: t.TaskID, AgentID: t.AgentID, State: t.State,
-			At: t.UpdatedAt, By: ts.Actor, Question: ts.In.Question, Response: ts.In.Response, Result: ts.In.Result, Error: ts.In.Error})
+			At: t.UpdatedAt, By: ts.Actor, Question: ts.In.Question, Response: ts.In.Response, Result: ts.In.Result, Error: ts.In.Error,
+			Attempts: ch.Attempts})
 	}
 	if t.EndedAt != "" && ts.Transition != machine.TaskStuck {
 		outs = append(outs, messages.Out{Type: messages.TimerDelete, At: c.At, Command: true,

@@ -17,30 +17,37 @@ import (
 // Org is an organisation.
 type Org struct {
 	// PK is ORG#<orgId>.
-	PK    string `dynamodbav:"PK" json:"-"`
+	PK string `dynamodbav:"PK" json:"-"`
+	// OrgID is the org's ID, as org.created named it.
 	OrgID string `dynamodbav:"orgId" json:"org_id"`
-	Name  string `dynamodbav:"name" json:"name"`
+	// Name is the org's display name.
+	Name string `dynamodbav:"name" json:"name"`
 	// Plan is free, pro or enterprise.
-	Plan      string `dynamodbav:"plan" json:"plan"`
+	Plan string `dynamodbav:"plan" json:"plan"`
+	// CreatedAt is when org.created created it.
 	CreatedAt string `dynamodbav:"createdAt" json:"created_at"`
 }
 
 // User is a user of one org.
 type User struct {
 	// PK is USER#<userId>.
-	PK     string `dynamodbav:"PK" json:"-"`
+	PK string `dynamodbav:"PK" json:"-"`
+	// UserID is the user's ID; the key holds it alone, so it is unique across orgs.
 	UserID string `dynamodbav:"userId" json:"user_id"`
 	// Email is unique within the org (an EmailClaim holds it), lower case.
 	Email string `dynamodbav:"email" json:"email"`
 	// PasswordHash is the bcrypt hash of the password; it is kept out of
 	// every event and audit record.
 	PasswordHash string `dynamodbav:"passwordHash" json:"-"`
-	DisplayName  string `dynamodbav:"displayName" json:"display_name"`
+	// DisplayName is the user's name as shown to others.
+	DisplayName string `dynamodbav:"displayName" json:"display_name"`
 	// Role is owner, admin, member or viewer.
-	Role  string `dynamodbav:"role" json:"role"`
+	Role string `dynamodbav:"role" json:"role"`
+	// OrgID is the org the user belongs to.
 	OrgID string `dynamodbav:"orgId" json:"org_id"`
 	// Status is active or suspended.
-	Status    string `dynamodbav:"status" json:"status"`
+	Status string `dynamodbav:"status" json:"status"`
+	// CreatedAt is when user.registered registered the user.
 	CreatedAt string `dynamodbav:"createdAt" json:"created_at"`
 	// LastLoginAt is for the product's login, which transit does not do.
 	LastLoginAt string `dynamodbav:"lastLoginAt,omitempty" json:"last_login_at,omitempty"`
@@ -50,24 +57,32 @@ type User struct {
 type EmailClaim struct {
 	// PK is EMAIL#<orgId>#<email>. The claim carries neither orgId nor
 	// email as attributes, so it stays out of email-index.
-	PK     string `dynamodbav:"PK"`
+	PK string `dynamodbav:"PK"`
+	// UserID is the user the email belongs to.
 	UserID string `dynamodbav:"userId"`
 }
 
 // Project is a project of an org.
 type Project struct {
 	// PK is ORG#<orgId>, SK PROJ#<projectId>.
-	PK        string `dynamodbav:"PK" json:"-"`
-	SK        string `dynamodbav:"SK" json:"-"`
+	PK string `dynamodbav:"PK" json:"-"`
+	// SK is PROJ#<projectId>.
+	SK string `dynamodbav:"SK" json:"-"`
+	// ProjectID is the project's ID, unique within its org.
 	ProjectID string `dynamodbav:"projectId" json:"project_id"`
-	OrgID     string `dynamodbav:"orgId" json:"org_id"`
-	Name      string `dynamodbav:"name" json:"name"`
+	// OrgID is the org the project belongs to.
+	OrgID string `dynamodbav:"orgId" json:"org_id"`
+	// Name is the project's display name.
+	Name string `dynamodbav:"name" json:"name"`
 	// LocalPathHint is where the project usually lives on a developer's
 	// machine.
 	LocalPathHint string `dynamodbav:"localPathHint,omitempty" json:"local_path_hint,omitempty"`
-	DefaultModel  string `dynamodbav:"defaultModel,omitempty" json:"default_model,omitempty"`
-	CreatedAt     string `dynamodbav:"createdAt" json:"created_at"`
-	UpdatedAt     string `dynamodbav:"updatedAt" json:"updated_at"`
+	// DefaultModel is the model a task of the project runs with when task.queued names none.
+	DefaultModel string `dynamodbav:"defaultModel,omitempty" json:"default_model,omitempty"`
+	// CreatedAt is when project.created created it.
+	CreatedAt string `dynamodbav:"createdAt" json:"created_at"`
+	// UpdatedAt is when the project last changed.
+	UpdatedAt string `dynamodbav:"updatedAt" json:"updated_at"`
 }
 
 // ScopeSettings are one scope's settings in an org.
@@ -75,25 +90,34 @@ type ScopeSettings struct {
 	// PK is ORG#<orgId>; SK SET#GLOBAL, SET#USER#<userId> or
 	// SET#PROJ#<projectId>.
 	PK string `dynamodbav:"PK" json:"-"`
+	// SK names the scope: SET#GLOBAL, SET#USER#<userId> or SET#PROJ#<projectId>.
 	SK string `dynamodbav:"SK" json:"-"`
 	// Scope is global, user or project.
-	Scope        string `dynamodbav:"scope" json:"scope"`
+	Scope string `dynamodbav:"scope" json:"scope"`
+	// DefaultModel is the model a task uses when neither its command nor its project names one.
 	DefaultModel string `dynamodbav:"defaultModel,omitempty" json:"default_model,omitempty"`
 	// ModelAllowList, when present, is every model a task may use where
 	// this is the most specific scope that has one.
-	ModelAllowList  []string          `dynamodbav:"modelAllowList,omitempty" json:"model_allow_list,omitempty"`
-	OpenAIKeyRef    string            `dynamodbav:"openaiKeyRef,omitempty" json:"openai_key_ref,omitempty"`
-	AnthropicKeyRef string            `dynamodbav:"anthropicKeyRef,omitempty" json:"anthropic_key_ref,omitempty"`
-	UIPrefs         map[string]string `dynamodbav:"uiPrefs,omitempty" json:"ui_prefs,omitempty"`
-	NotifyPrefs     map[string]string `dynamodbav:"notifyPrefs,omitempty" json:"notify_prefs,omitempty"`
-	UpdatedAt       string            `dynamodbav:"updatedAt" json:"updated_at"`
+	ModelAllowList []string `dynamodbav:"modelAllowList,omitempty" json:"model_allow_list,omitempty"`
+	// OpenAIKeyRef names the stored secret (its secretId) holding the OpenAI key to use.
+	OpenAIKeyRef string `dynamodbav:"openaiKeyRef,omitempty" json:"openai_key_ref,omitempty"`
+	// AnthropicKeyRef names the stored secret (its secretId) holding the Anthropic key to use.
+	AnthropicKeyRef string `dynamodbav:"anthropicKeyRef,omitempty" json:"anthropic_key_ref,omitempty"`
+	// UIPrefs are the product UI's preferences, free-form strings.
+	UIPrefs map[string]string `dynamodbav:"uiPrefs,omitempty" json:"ui_prefs,omitempty"`
+	// NotifyPrefs are notification preferences, free-form strings.
+	NotifyPrefs map[string]string `dynamodbav:"notifyPrefs,omitempty" json:"notify_prefs,omitempty"`
+	// UpdatedAt is when settings.updated last replaced the scope's settings.
+	UpdatedAt string `dynamodbav:"updatedAt" json:"updated_at"`
 }
 
 // Secret is an org's API key.
 type Secret struct {
 	// PK is ORG#<orgId>, SK SEC#<secretId>.
-	PK       string `dynamodbav:"PK" json:"-"`
-	SK       string `dynamodbav:"SK" json:"-"`
+	PK string `dynamodbav:"PK" json:"-"`
+	// SK is SEC#<secretId>.
+	SK string `dynamodbav:"SK" json:"-"`
+	// SecretID is the secret's ID within its org.
 	SecretID string `dynamodbav:"secretId" json:"secret_id"`
 	// Type is openai_key or anthropic_key.
 	Type string `dynamodbav:"type" json:"type"`
@@ -101,9 +125,12 @@ type Secret struct {
 	// development, where Encrypted is false, the value itself. It is kept
 	// out of every event and audit record.
 	CipherText string `dynamodbav:"cipherText" json:"-"`
-	Encrypted  bool   `dynamodbav:"encrypted" json:"encrypted"`
-	CreatedAt  string `dynamodbav:"createdAt" json:"created_at"`
-	UpdatedAt  string `dynamodbav:"updatedAt" json:"updated_at"`
+	// Encrypted says whether CipherText is sealed by KMS; false only in development.
+	Encrypted bool `dynamodbav:"encrypted" json:"encrypted"`
+	// CreatedAt is when secret.stored stored it.
+	CreatedAt string `dynamodbav:"createdAt" json:"created_at"`
+	// UpdatedAt is when it was stored or last rotated.
+	UpdatedAt string `dynamodbav:"updatedAt" json:"updated_at"`
 }
 
 func iso(t time.Time) string { return At(t).String() }
@@ -281,7 +308,7 @@ func (s *Store) UpdateSettings(ctx context.Context, cmd Cmd, p messages.Settings
 	st := orgStep(machine.Settings, machine.SettingsReplace, s.settings, orgItemKey(p.OrgID, set.SK),
 		"SETTINGS#"+p.OrgID+"/"+set.SK, machine.OrgInput{Row: row})
 	err = applyJoined(ctx, s, cmd, st, func(machine.Item, *machine.OrgInput) ([]joined, machine.Outcome, error) {
-		return s.actorJoin(ctx, p.Actor, p.OrgID, machine.Managers)
+		return s.managed(ctx, p.OrgID, p.Actor)
 	}, &set)
 	return set, wrap(err, "update settings %s of %s", set.SK, p.OrgID)
 }
@@ -308,14 +335,31 @@ func (s *Store) writeSecret(ctx context.Context, cmd Cmd, transition, orgID stri
 	}
 	st := orgStep(machine.Secret, transition, s.secrets, orgItemKey(orgID, sec.SK), "SECRET#"+orgID+"/"+sec.SecretID, machine.OrgInput{Row: row})
 	err = applyJoined(ctx, s, cmd, st, func(machine.Item, *machine.OrgInput) ([]joined, machine.Outcome, error) {
-		return s.actorJoin(ctx, actor, orgID, machine.Managers)
+		return s.managed(ctx, orgID, actor)
 	}, &sec)
 	return sec, wrap(err, "%s secret %s of %s", transition, sec.SecretID, orgID)
 }
 
+// managed holds the org existing and the actor one of its managers (or
+// the system).
+func (s *Store) managed(ctx context.Context, orgID string, actor messages.Actor) ([]joined, machine.Outcome, error) {
+	return joins(
+		func() ([]joined, machine.Outcome, error) { return s.orgExists(ctx, orgID) },
+		func() ([]joined, machine.Outcome, error) { return s.actorJoin(ctx, actor, orgID, machine.Managers) },
+	)
+}
+
 // RefuseSecret records that a secret could not be stored as the command
-// asked (in plaintext, outside development): a *Rejection for reason.
-func (s *Store) RefuseSecret(ctx context.Context, cmd Cmd, orgID, secretID, reason string) error {
+// asked (in plaintext, outside development): a *Rejection for reason, or
+// for the reason the actor could not have stored it anyway.
+func (s *Store) RefuseSecret(ctx context.Context, cmd Cmd, orgID, secretID string, actor messages.Actor, reason string) error {
+	_, out, err := s.managed(ctx, orgID, actor)
+	if err != nil {
+		return err
+	}
+	if !out.Applies() {
+		reason = out.Reason
+	}
 	return s.recordRejection(ctx, cmd, "SECRET#"+orgID+"/"+secretID, &Rejection{Reason: reason, At: cmd.At}, nil)
 }
 

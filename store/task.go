@@ -20,30 +20,43 @@ import (
 // Task is a task for a coding agent.
 type Task struct {
 	// PK is ORG#<orgId>, SK TASK#<taskId>.
-	PK        string `dynamodbav:"PK" json:"-"`
-	SK        string `dynamodbav:"SK" json:"-"`
-	TaskID    string `dynamodbav:"taskId" json:"task_id"`
-	OrgID     string `dynamodbav:"orgId" json:"org_id"`
+	PK string `dynamodbav:"PK" json:"-"`
+	// SK is TASK#<taskId>.
+	SK string `dynamodbav:"SK" json:"-"`
+	// TaskID is the task's ID, unique within its org.
+	TaskID string `dynamodbav:"taskId" json:"task_id"`
+	// OrgID is the org the task belongs to.
+	OrgID string `dynamodbav:"orgId" json:"org_id"`
+	// ProjectID is the project the task works on.
 	ProjectID string `dynamodbav:"projectId" json:"project_id"`
 	// AgentID is the agent leasing the task; absent while it is queued.
 	AgentID string `dynamodbav:"agentId,omitempty" json:"agent_id,omitempty"`
 	// State is QUEUED, LEASED, RUNNING, AWAITING_RESPONSE, COMPLETED,
 	// ERROR or CANCELLED.
-	State  string `dynamodbav:"state" json:"state"`
-	Title  string `dynamodbav:"title" json:"title"`
+	State string `dynamodbav:"state" json:"state"`
+	// Title is the command's title, else the prompt's first line.
+	Title string `dynamodbav:"title" json:"title"`
+	// Prompt is what the agent is asked to do.
 	Prompt string `dynamodbav:"prompt" json:"prompt"`
 	// Priority is 0 to 100, higher is more urgent.
-	Priority  int    `dynamodbav:"priority" json:"priority"`
+	Priority int `dynamodbav:"priority" json:"priority"`
+	// CreatedAt is when the task was queued.
 	CreatedAt string `dynamodbav:"createdAt" json:"created_at"`
+	// UpdatedAt is when the task last changed.
 	UpdatedAt string `dynamodbav:"updatedAt" json:"updated_at"`
+	// StartedAt is when its agent started it.
 	StartedAt string `dynamodbav:"startedAt,omitempty" json:"started_at,omitempty"`
-	EndedAt   string `dynamodbav:"endedAt,omitempty" json:"ended_at,omitempty"`
-	Result    string `dynamodbav:"result,omitempty" json:"result,omitempty"`
-	Error     string `dynamodbav:"error,omitempty" json:"error,omitempty"`
+	// EndedAt is when it completed, failed or was cancelled.
+	EndedAt string `dynamodbav:"endedAt,omitempty" json:"ended_at,omitempty"`
+	// Result is what the agent reported on completing it.
+	Result string `dynamodbav:"result,omitempty" json:"result,omitempty"`
+	// Error is why it failed: the agent's error, or the lease that ran out for the last time.
+	Error string `dynamodbav:"error,omitempty" json:"error,omitempty"`
 	// ClarificationQuestion is the agent's question while the task is
 	// AWAITING_RESPONSE; ResponseText the user's last answer.
 	ClarificationQuestion string `dynamodbav:"clarificationQuestion,omitempty" json:"clarification_question,omitempty"`
-	ResponseText          string `dynamodbav:"responseText,omitempty" json:"response_text,omitempty"`
+	// ResponseText is the user's last answer to the agent's question.
+	ResponseText string `dynamodbav:"responseText,omitempty" json:"response_text,omitempty"`
 	// CorrelationID is the task.queued command's, carried by every
 	// TaskEvent and log line of the task.
 	CorrelationID string `dynamodbav:"correlationId" json:"correlation_id"`
@@ -64,20 +77,25 @@ type Task struct {
 // task ends.
 type QueueItem struct {
 	// PK is ORG#<orgId>, SK QUEUE#<createdAt>#<taskId>.
-	PK        string `dynamodbav:"PK" json:"-"`
-	SK        string `dynamodbav:"SK" json:"-"`
-	TaskID    string `dynamodbav:"taskId" json:"task_id"`
+	PK string `dynamodbav:"PK" json:"-"`
+	// SK is QUEUE#<createdAt>#<taskId>.
+	SK string `dynamodbav:"SK" json:"-"`
+	// TaskID is the task waiting or leased.
+	TaskID string `dynamodbav:"taskId" json:"task_id"`
+	// ProjectID is the task's project.
 	ProjectID string `dynamodbav:"projectId" json:"project_id"`
 	// DesiredAgentID, when set, is the only agent that may lease it.
 	DesiredAgentID string `dynamodbav:"desiredAgentId,omitempty" json:"desired_agent_id,omitempty"`
 	// LeaseOwner is the agent holding the lease, until LeaseExpiresAt.
-	LeaseOwner     string `dynamodbav:"leaseOwner,omitempty" json:"lease_owner,omitempty"`
+	LeaseOwner string `dynamodbav:"leaseOwner,omitempty" json:"lease_owner,omitempty"`
+	// LeaseExpiresAt is when the current lease runs out unless a heartbeat renews it.
 	LeaseExpiresAt string `dynamodbav:"leaseExpiresAt,omitempty" json:"lease_expires_at,omitempty"`
 	// Attempts counts the task's leases.
 	Attempts int `dynamodbav:"attempts" json:"attempts"`
 	// NextVisibleAt is when the item may be leased again.
 	NextVisibleAt string `dynamodbav:"nextVisibleAt" json:"next_visible_at"`
-	Priority      int    `dynamodbav:"priority" json:"priority"`
+	// Priority is the task's, 0 to 100.
+	Priority int `dynamodbav:"priority" json:"priority"`
 	// ReadyKey, present only while the item waits for a lease, is the
 	// ready-index sort key: 100 - priority (three digits), createdAt and
 	// taskId, so the index lists the most urgent first, then the oldest.
@@ -89,19 +107,24 @@ type TaskEvent struct {
 	// PK is TASK#<taskId>, SK EVT#<createdAt>#<seq>: seq is the task's
 	// eventSeq, six digits, so a task's events sort in the order made.
 	PK string `dynamodbav:"PK" json:"-"`
+	// SK is EVT#<createdAt>#<seq>.
 	SK string `dynamodbav:"SK" json:"-"`
 	// Type is CREATED, QUEUED, LEASED, STARTED, PROGRESS, LOG_BATCH,
 	// AWAITING_RESPONSE, RESPONSE_RECEIVED, COMPLETED, ERROR, CANCELLED,
 	// RETRIED or REQUEUED.
-	Type    string `dynamodbav:"type" json:"type"`
+	Type string `dynamodbav:"type" json:"type"`
+	// Message describes the entry for people.
 	Message string `dynamodbav:"message" json:"message"`
 	// Level is info, warn or error.
-	Level   string            `dynamodbav:"level" json:"level"`
+	Level string `dynamodbav:"level" json:"level"`
+	// Payload holds the entry's details, strings by name.
 	Payload map[string]string `dynamodbav:"payload,omitempty" json:"payload,omitempty"`
 	// Actor is user:<id>, agent:<id> or system.
-	Actor         string `dynamodbav:"actor" json:"actor"`
+	Actor string `dynamodbav:"actor" json:"actor"`
+	// CorrelationID is the task's (its task.queued command's).
 	CorrelationID string `dynamodbav:"correlationId" json:"correlation_id"`
-	CreatedAt     string `dynamodbav:"createdAt" json:"created_at"`
+	// CreatedAt is when the transition that appended it happened.
+	CreatedAt string `dynamodbav:"createdAt" json:"created_at"`
 }
 
 // LogEntry is one line of an agent's output for a task.
@@ -109,34 +132,51 @@ type LogEntry struct {
 	// PK is TASK#<taskId>, SK LOG#<the line's time>#<the agent's seq,
 	// twelve digits>: a redelivered batch rewrites the same items.
 	PK string `dynamodbav:"PK" json:"-"`
+	// SK is LOG#<at>#<seq>.
 	SK string `dynamodbav:"SK" json:"-"`
 	// Stream is stdout, stderr or system; Level debug, info, warn or error.
-	Stream        string `dynamodbav:"stream" json:"stream"`
-	Line          string `dynamodbav:"line" json:"line"`
-	Level         string `dynamodbav:"level" json:"level"`
+	Stream string `dynamodbav:"stream" json:"stream"`
+	// Line is the output line.
+	Line string `dynamodbav:"line" json:"line"`
+	// Level is debug, info, warn or error.
+	Level string `dynamodbav:"level" json:"level"`
+	// CorrelationID is the task's (its task.queued command's).
 	CorrelationID string `dynamodbav:"correlationId" json:"correlation_id"`
-	CreatedAt     string `dynamodbav:"createdAt" json:"created_at"`
+	// CreatedAt is the line's time as the agent reported it.
+	CreatedAt string `dynamodbav:"createdAt" json:"created_at"`
 }
 
 // Agent is a coding agent on a developer's machine, as its last heartbeat
 // said.
 type Agent struct {
 	// PK is ORG#<orgId>, SK AGENT#<agentId>.
-	PK      string `dynamodbav:"PK" json:"-"`
-	SK      string `dynamodbav:"SK" json:"-"`
+	PK string `dynamodbav:"PK" json:"-"`
+	// SK is AGENT#<agentId>.
+	SK string `dynamodbav:"SK" json:"-"`
+	// AgentID is the agent's ID.
 	AgentID string `dynamodbav:"agentId" json:"agent_id"`
-	OrgID   string `dynamodbav:"orgId" json:"org_id"`
-	Host    string `dynamodbav:"host" json:"host"`
-	PID     int    `dynamodbav:"pid" json:"pid"`
-	Cwd     string `dynamodbav:"cwd" json:"cwd"`
+	// OrgID is the org the agent works for.
+	OrgID string `dynamodbav:"orgId" json:"org_id"`
+	// Host is the machine the agent runs on.
+	Host string `dynamodbav:"host" json:"host"`
+	// PID is the agent's process ID there.
+	PID int `dynamodbav:"pid" json:"pid"`
+	// Cwd is the agent's working directory.
+	Cwd string `dynamodbav:"cwd" json:"cwd"`
 	// Status is online, stale or offline.
-	Status           string   `dynamodbav:"status" json:"status"`
-	LastHeartbeatAt  string   `dynamodbav:"lastHeartbeatAt" json:"last_heartbeat_at"`
-	CurrentProjectID string   `dynamodbav:"currentProjectId,omitempty" json:"current_project_id,omitempty"`
-	CurrentTaskID    string   `dynamodbav:"currentTaskId,omitempty" json:"current_task_id,omitempty"`
-	Version          string   `dynamodbav:"version" json:"version"`
-	Capabilities     []string `dynamodbav:"capabilities" json:"capabilities"`
-	CanInteractive   bool     `dynamodbav:"canInteractive" json:"can_interactive"`
+	Status string `dynamodbav:"status" json:"status"`
+	// LastHeartbeatAt is when its last heartbeat was recorded.
+	LastHeartbeatAt string `dynamodbav:"lastHeartbeatAt" json:"last_heartbeat_at"`
+	// CurrentProjectID is the project of the task it runs, if any.
+	CurrentProjectID string `dynamodbav:"currentProjectId,omitempty" json:"current_project_id,omitempty"`
+	// CurrentTaskID is the task it runs, if any.
+	CurrentTaskID string `dynamodbav:"currentTaskId,omitempty" json:"current_task_id,omitempty"`
+	// Version is the agent's software version.
+	Version string `dynamodbav:"version" json:"version"`
+	// Capabilities are what the agent says it can do.
+	Capabilities []string `dynamodbav:"capabilities" json:"capabilities"`
+	// CanInteractive says whether the agent can ask its user questions.
+	CanInteractive bool `dynamodbav:"canInteractive" json:"can_interactive"`
 	// TTL removes the item an hour after the last heartbeat (Unix
 	// seconds).
 	TTL int64 `dynamodbav:"ttl" json:"ttl"`
@@ -146,21 +186,31 @@ type Agent struct {
 // what needs their attention.
 type Notification struct {
 	// PK is ORG#<orgId>, SK NOTIF#<createdAt>#<notificationId>.
-	PK             string `dynamodbav:"PK" json:"-"`
-	SK             string `dynamodbav:"SK" json:"-"`
+	PK string `dynamodbav:"PK" json:"-"`
+	// SK is NOTIF#<createdAt>#<notificationId>.
+	SK string `dynamodbav:"SK" json:"-"`
+	// NotificationID is a UUIDv5 of the command that sent it.
 	NotificationID string `dynamodbav:"notificationId" json:"notification_id"`
-	UserID         string `dynamodbav:"userId,omitempty" json:"user_id,omitempty"`
+	// UserID is the recipient; absent for one sent to the whole org.
+	UserID string `dynamodbav:"userId,omitempty" json:"user_id,omitempty"`
 	// Type is TASK_AWAITING_RESPONSE, TASK_ERROR, TASK_COMPLETED,
 	// AGENT_OFFLINE or QUEUE_STUCK.
-	Type    string `dynamodbav:"type" json:"type"`
-	Title   string `dynamodbav:"title" json:"title"`
+	Type string `dynamodbav:"type" json:"type"`
+	// Title is the notification's headline.
+	Title string `dynamodbav:"title" json:"title"`
+	// Message is its text.
 	Message string `dynamodbav:"message" json:"message"`
 	// Severity is info, warning or error.
-	Severity  string `dynamodbav:"severity" json:"severity"`
-	TaskID    string `dynamodbav:"taskId,omitempty" json:"task_id,omitempty"`
+	Severity string `dynamodbav:"severity" json:"severity"`
+	// TaskID is the task it is about, if any.
+	TaskID string `dynamodbav:"taskId,omitempty" json:"task_id,omitempty"`
+	// ProjectID is that task's project.
 	ProjectID string `dynamodbav:"projectId,omitempty" json:"project_id,omitempty"`
-	AgentID   string `dynamodbav:"agentId,omitempty" json:"agent_id,omitempty"`
-	Read      bool   `dynamodbav:"read" json:"read"`
+	// AgentID is the agent it is about, if any.
+	AgentID string `dynamodbav:"agentId,omitempty" json:"agent_id,omitempty"`
+	// Read says whether its recipient marked it read.
+	Read bool `dynamodbav:"read" json:"read"`
+	// CreatedAt is when it was sent.
 	CreatedAt string `dynamodbav:"createdAt" json:"created_at"`
 	// TTL removes the item seven days after it was sent (Unix seconds).
 	TTL int64 `dynamodbav:"ttl" json:"ttl"`
@@ -460,6 +510,8 @@ type TaskChange struct {
 	Notification *Notification `json:"notification,omitempty"`
 	// Lines is how many log lines a progress report wrote.
 	Lines int `json:"lines,omitempty"`
+	// Attempts is how many leases the task had, when its lease ran out.
+	Attempts int `json:"attempts,omitempty"`
 }
 
 // TaskStep is one command on one task: which transition, by whom, with
@@ -482,6 +534,9 @@ type TaskStep struct {
 	// transaction: removed when the task ends, requeued or given up when
 	// its lease runs out.
 	Queue string
+	// Roles, when set, are the roles a user must hold to take the step
+	// (the system may always; an agent never may).
+	Roles []string
 }
 
 // ChangeTask applies a task command. Transitions by a user hold the user
@@ -496,8 +551,8 @@ func (s *Store) ChangeTask(ctx context.Context, cmd Cmd, ts TaskStep) (TaskChang
 			return nil, machine.Outcome{}, fmt.Errorf("decode task %s: %w", ts.TaskID, err)
 		}
 		var js []joined
-		if ts.Actor.User() != "" {
-			actor, out, err := s.actorJoin(ctx, ts.Actor, ts.OrgID, machine.Workers)
+		if ts.Roles != nil {
+			actor, out, err := s.actorJoin(ctx, ts.Actor, ts.OrgID, ts.Roles)
 			if err != nil || !out.Applies() {
 				return nil, out, err
 			}
@@ -614,6 +669,7 @@ func (s *Store) ExpireLease(ctx context.Context, cmd Cmd, p messages.TaskLeaseEx
 		Error: fmt.Sprintf("lease expired %d times", maxAttempts)}
 	ts := TaskStep{OrgID: p.OrgID, TaskID: p.TaskID, Actor: p.Actor, In: in,
 		Transition: machine.TaskRequeue, Queue: machine.QueueRequeue, Message: "lease of " + p.AgentID + " expired"}
+	var attempts int
 	if found {
 		read, err := getRaw(ctx, s.db, s.queue, queueKey(p.OrgID, task.CreatedAt, p.TaskID))
 		if err != nil {
@@ -624,8 +680,15 @@ func (s *Store) ExpireLease(ctx context.Context, cmd Cmd, p messages.TaskLeaseEx
 			ts.Notify = &Notification{Type: "QUEUE_STUCK", Title: "A task is stuck", Severity: "error",
 				Message: fmt.Sprintf("%s: no agent finished it in %d attempts", task.Title, maxAttempts)}
 		}
+		var q QueueItem
+		if err := attributevalue.UnmarshalMap(read, &q); err != nil {
+			return TaskChange{}, fmt.Errorf("decode queue item of %s: %w", p.TaskID, err)
+		}
+		attempts = q.Attempts
 	}
-	return s.ChangeTask(ctx, cmd, ts)
+	change, err := s.ChangeTask(ctx, cmd, ts)
+	change.Attempts = attempts
+	return change, err
 }
 
 // Heartbeat is an agent's heartbeat as applied: the agent, and whether it
