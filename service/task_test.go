@@ -3,6 +3,8 @@ package service_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,9 +143,38 @@ func TestTasks_lifecycle_with_a_question(t *testing.T) {
 	assert.ElementsMatch(t, []string{"TASK_AWAITING_RESPONSE", "TASK_COMPLETED"}, noteKinds)
 
 	assert.Empty(t, s.scan(store.Queue), "an ended task leaves the queue")
+
+	// The listings a user reads (transit query), newest first, paged.
+	s.apply(messages.TaskQueue, messages.TaskQueuePayload{OrgID: "acme", TaskID: "t-2", ProjectID: "web", Prompt: "second", Actor: "user:u-dev"}, messages.TaskQueued)
+	first, err := st.ListTasks(ctx, store.ByProject, "web", 1, "")
+	require.NoError(t, err)
+	require.Len(t, first.Items, 1)
+	assert.Equal(t, "t-2", first.Items[0].TaskID, "the most recently changed first")
+	require.NotEmpty(t, first.Next)
+	second, err := st.ListTasks(ctx, store.ByProject, "web", 1, first.Next)
+	require.NoError(t, err)
+	require.Len(t, second.Items, 1)
+	assert.Equal(t, "t-1", second.Items[0].TaskID)
+	for index, key := range map[string]string{store.ByAgent: "agent-1", store.ByState: machine.TaskCompleted} {
+		page, err := st.ListTasks(ctx, index, key, 10, "")
+		require.NoError(t, err)
+		require.Len(t, page.Items, 1, index)
+		assert.Equal(t, "t-1", page.Items[0].TaskID, index)
+	}
+	_, err = st.ListTasks(ctx, store.ByProject, "web", 1, "not-a-cursor")
+	assert.ErrorIs(t, err, store.ErrBadCursor)
+	mine, err := st.ListNotifications(ctx, "u-dev", 10, "")
+	require.NoError(t, err)
+	require.Len(t, mine.Items, 2)
+	assert.Equal(t, "TASK_COMPLETED", mine.Items[0].Type, "newest first")
+	newer, _, err := st.TaskHistorySince(ctx, "t-1", events[6].SK, "")
+	require.NoError(t, err)
+	assert.Len(t, newer, 2, "a tail reads what it has not shown")
+
 	// The items in the tables' shapes: camelCase attributes as designed.
 	raw := s.scan(store.Tasks)
-	require.Len(t, raw, 1)
+	require.Len(t, raw, 2)
+	slices.SortFunc(raw, func(a, b map[string]any) int { return strings.Compare(a["SK"].(string), b["SK"].(string)) })
 	for _, attr := range []string{"PK", "SK", "taskId", "orgId", "projectId", "agentId", "state", "title", "prompt", "priority",
 		"createdAt", "updatedAt", "startedAt", "endedAt", "result", "responseText", "correlationId"} {
 		assert.Contains(t, raw[0], attr)

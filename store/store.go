@@ -5,6 +5,8 @@ package store
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -234,4 +236,78 @@ func plainPut(table string, item any) (types.TransactWriteItem, error) {
 		return types.TransactWriteItem{}, fmt.Errorf("encode item for %s: %w", table, err)
 	}
 	return types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: av}}, nil
+}
+
+// Page is one page of a listing, newest first, and the cursor of the
+// next page ("" after the last).
+type Page[T any] struct {
+	Items []T
+	Next  string
+}
+
+// newestFirst reads one page of at most limit items of a table's index,
+// newest first (descending sort key), from cursor (a Page's Next; ""
+// for the first page).
+func newestFirst[T any](ctx context.Context, db *dynamodb.Client, table, index string, kc expression.KeyConditionBuilder, limit int32, cursor string) (Page[T], error) {
+	expr, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+	if err != nil {
+		return Page[T]{}, fmt.Errorf("build query on %s %s: %w", table, index, err)
+	}
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(table), IndexName: aws.String(index), KeyConditionExpression: expr.KeyCondition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ScanIndexForward: aws.Bool(false), Limit: aws.Int32(limit),
+	}
+	if cursor != "" {
+		if in.ExclusiveStartKey, err = decodeCursor(cursor); err != nil {
+			return Page[T]{}, err
+		}
+	}
+	out, err := db.Query(ctx, in)
+	if err != nil {
+		return Page[T]{}, fmt.Errorf("query %s %s: %w", table, index, err)
+	}
+	var page Page[T]
+	if err := attributevalue.UnmarshalListOfMaps(out.Items, &page.Items); err != nil {
+		return Page[T]{}, fmt.Errorf("decode %s %s page: %w", table, index, err)
+	}
+	if len(out.LastEvaluatedKey) > 0 {
+		if page.Next, err = encodeCursor(out.LastEvaluatedKey); err != nil {
+			return Page[T]{}, err
+		}
+	}
+	return page, nil
+}
+
+// A cursor is the page's last key, as JSON in base64url: opaque to users,
+// and only ever handed back to the query that made it.
+func encodeCursor(key map[string]types.AttributeValue) (string, error) {
+	var plain map[string]any
+	if err := attributevalue.UnmarshalMap(key, &plain); err != nil {
+		return "", fmt.Errorf("encode cursor: %w", err)
+	}
+	b, err := json.Marshal(plain)
+	if err != nil {
+		return "", fmt.Errorf("encode cursor: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// ErrBadCursor means a cursor was not one a listing handed out.
+var ErrBadCursor = errors.New("not a cursor of this listing")
+
+func decodeCursor(cursor string) (map[string]types.AttributeValue, error) {
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil {
+		return nil, ErrBadCursor
+	}
+	var plain map[string]any
+	if err := json.Unmarshal(b, &plain); err != nil {
+		return nil, ErrBadCursor
+	}
+	key, err := attributevalue.MarshalMap(plain)
+	if err != nil {
+		return nil, ErrBadCursor
+	}
+	return key, nil
 }

@@ -640,13 +640,7 @@ func (s *Store) GetTask(ctx context.Context, orgID, taskID string) (Task, bool, 
 
 // TaskHistory reads a task's events and log lines, each in order.
 func (s *Store) TaskHistory(ctx context.Context, taskID string) ([]TaskEvent, []LogEntry, error) {
-	kc := expression.Key("PK").Equal(expression.Value("TASK#" + taskID))
-	events, err := query[TaskEvent](ctx, s.db, s.taskEvents, "", kc, nil, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	logs, err := query[LogEntry](ctx, s.db, s.logs, "", kc, nil, 0)
-	return events, logs, err
+	return s.TaskHistorySince(ctx, taskID, "", "")
 }
 
 // Notifications reads an org's notifications, oldest first.
@@ -811,4 +805,51 @@ func (s *Store) ReadNotification(ctx context.Context, cmd Cmd, p messages.Notifi
 		return s.actorJoin(ctx, p.Actor, p.OrgID, []string{messages.RoleOwner, messages.RoleAdmin, messages.RoleMember, messages.RoleViewer})
 	}, &n)
 	return n, wrap(err, "read notification %s", p.NotificationID)
+}
+
+// Task listings' indexes, by what they select on.
+const (
+	ByProject = "project-tasks"
+	ByAgent   = "agent-tasks"
+	ByState   = "state-queue"
+)
+
+// ListTasks lists tasks of a project, of an agent or in a state (index
+// ByProject, ByAgent or ByState and its key), the most recently changed
+// (or, by state, created) first, a page of at most limit.
+func (s *Store) ListTasks(ctx context.Context, index, key string, limit int32, cursor string) (Page[Task], error) {
+	attr := map[string]string{ByProject: "projectId", ByAgent: "agentId", ByState: "state"}[index]
+	if attr == "" {
+		return Page[Task]{}, fmt.Errorf("list tasks: no index %q", index)
+	}
+	return newestFirst[Task](ctx, s.db, s.tasks, index, expression.Key(attr).Equal(expression.Value(key)), limit, cursor)
+}
+
+// ListAgents lists the agents in a status (online, stale or offline), the
+// most recently heard from first.
+func (s *Store) ListAgents(ctx context.Context, status string, limit int32, cursor string) (Page[Agent], error) {
+	return newestFirst[Agent](ctx, s.db, s.agents, "status-index", expression.Key("status").Equal(expression.Value(status)), limit, cursor)
+}
+
+// ListNotifications lists a user's notifications, newest first.
+func (s *Store) ListNotifications(ctx context.Context, userID string, limit int32, cursor string) (Page[Notification], error) {
+	return newestFirst[Notification](ctx, s.db, s.notifications, "user-notifications", expression.Key("userId").Equal(expression.Value(userID)), limit, cursor)
+}
+
+// TaskHistorySince reads a task's events and log lines after the sort
+// keys given ("" for all), each in order: what a tail has not shown yet.
+func (s *Store) TaskHistorySince(ctx context.Context, taskID, eventsAfter, logsAfter string) ([]TaskEvent, []LogEntry, error) {
+	after := func(sk string) expression.KeyConditionBuilder {
+		kc := expression.Key("PK").Equal(expression.Value("TASK#" + taskID))
+		if sk == "" {
+			return kc // a key condition cannot compare with an empty string
+		}
+		return kc.And(expression.Key("SK").GreaterThan(expression.Value(sk)))
+	}
+	events, err := query[TaskEvent](ctx, s.db, s.taskEvents, "", after(eventsAfter), nil, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	logs, err := query[LogEntry](ctx, s.db, s.logs, "", after(logsAfter), nil, 0)
+	return events, logs, err
 }

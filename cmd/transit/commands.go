@@ -284,7 +284,7 @@ func queueURL(ctx context.Context, svc *service.Service, name string) (string, e
 }
 
 func runQuery(ctx context.Context, args []string) error {
-	usage := errors.New("usage: transit query sandboxes [--status S] [--track T] | layers [--layer-region R] [--package P] | builds [--package P] | timers [--shard N] [--due-before T] | shards")
+	usage := errors.New("usage: transit query sandboxes [--status S] [--track T] | layers [--layer-region R] [--package P] | builds [--package P] | timers [--shard N] [--due-before T] | shards | tasks --project P|--agent A|--state S | agents [--status S] | notifications --user U")
 	if len(args) == 0 {
 		return usage
 	}
@@ -299,6 +299,12 @@ func runQuery(ctx context.Context, args []string) error {
 		return queryTimers(ctx, args[1:])
 	case "shards":
 		return queryShards(ctx, args[1:])
+	case "tasks":
+		return queryTasks(ctx, args[1:])
+	case "agents":
+		return queryAgents(ctx, args[1:])
+	case "notifications":
+		return queryNotifications(ctx, args[1:])
 	}
 	return usage
 }
