@@ -362,12 +362,7 @@ func (s *Store) modelAllowed(ctx context.Context, orgID, userID, projectID strin
 		if err := attributevalue.UnmarshalMap(read, &set); err != nil {
 			return nil, machine.Outcome{}, fmt.Errorf("decode settings %s: %w", sk, err)
 		}
-		if task.Model == "" {
-			task.Model = project.DefaultModel
-		}
-		if task.Model == "" {
-			task.Model = set.DefaultModel
-		}
+		task.Model = cmp.Or(task.Model, project.DefaultModel, set.DefaultModel)
 	}
 	var js []joined
 	for i, sk := range scopes {
@@ -422,7 +417,7 @@ func (s *Store) LeaseTask(ctx context.Context, cmd Cmd, p messages.TaskLeasePayl
 			return Lease{}, fmt.Errorf("lease for %s: %w", p.AgentID, err)
 		}
 		for _, item := range page {
-			lease, ok, err := s.leaseOne(ctx, cmd, p, in, item)
+			lease, ok, err := s.leaseCandidate(ctx, cmd, p, in, item)
 			if err != nil || ok {
 				return lease, err
 			}
@@ -446,9 +441,26 @@ func orNothing(lease Lease) (Lease, error) {
 	return lease, nil
 }
 
-// leaseOne tries to lease the waiting item as read from the index. ok is
-// false when the item, or its task, is not (or no longer) the agent's to
-// take.
+// leaseCandidate tries to lease a waiting item the index listed. The
+// index is eventually consistent: when the item turns out to have changed
+// since its copy there (a requeue counted an attempt), it is decided
+// again on the item itself rather than passed over.
+func (s *Store) leaseCandidate(ctx context.Context, cmd Cmd, p messages.TaskLeasePayload, in machine.TaskInput, item machine.Item) (Lease, bool, error) {
+	for round := 0; round < 3 && item != nil; round++ {
+		lease, ok, err := s.leaseOne(ctx, cmd, p, in, item)
+		if !errors.Is(err, errStale) {
+			return lease, ok, err
+		}
+		if item, err = getRaw(ctx, s.db, s.queue, machine.Item{"PK": item["PK"], "SK": item["SK"]}); err != nil {
+			return Lease{}, false, err
+		}
+	}
+	return Lease{}, false, nil
+}
+
+// leaseOne tries to lease the waiting item as read. ok is false when the
+// item, or its task, is not (or no longer) the agent's to take; errStale
+// when the item changed since it was read.
 func (s *Store) leaseOne(ctx context.Context, cmd Cmd, p messages.TaskLeasePayload, in machine.TaskInput, item machine.Item) (Lease, bool, error) {
 	qStep := s.queueStep(machine.QueueLease, machine.Item{"PK": item["PK"], "SK": item["SK"]}, in)
 	if !machine.Queue.Decide(qStep.t, item, item, in).Applies() {
@@ -494,10 +506,7 @@ func (s *Store) leaseOne(ctx context.Context, cmd Cmd, p messages.TaskLeasePaylo
 	lease := Lease{Task: leased, Attempts: q.Attempts + 1, LeaseExpiresAt: in.LeaseExpiresAt}
 	st.details = lease
 	out, err = write(ctx, s, cmd, st, read, &lease)
-	switch {
-	case errors.Is(err, errStale), err == nil && !out.Applies():
-		return Lease{}, false, nil
-	case err != nil:
+	if err != nil || !out.Applies() {
 		return Lease{}, false, err
 	}
 	return lease, true, nil
