@@ -103,16 +103,8 @@ const (
 	SandboxMarkStale      = "mark-stale"
 	SandboxReinstate      = "reinstate"
 	SandboxRetire         = "retire"
-	// SandboxMarkListed is the prefix of the mark-listed transitions, one
-	// per state (SandboxMarkListedFrom).
-	SandboxMarkListed = "mark-listed"
+	SandboxMarkListed     = "mark-listed"
 )
-
-// SandboxMarkListedFrom names the transition by which a sync refreshes
-// last_synced of a sandbox in state that the provider still lists. A
-// transition has one next state, and this one keeps whatever state the
-// sandbox is in, so there is one per state.
-func SandboxMarkListedFrom(state string) string { return SandboxMarkListed + "/" + state }
 
 // SandboxFailedDeletion names the transition a deletion the provider
 // refused takes from read: deletion-failed while attempts are left,
@@ -251,11 +243,14 @@ var Sandbox = &Machine[SandboxInput]{
 			Remove: []string{"allocated_to_track", "idempotency_key"},
 			Event:  messages.SandboxSynced,
 		},
-		markListed(SandboxAvailable),
-		markListed(SandboxAllocated),
-		markListed(SandboxPendingDeletion),
-		markListed(SandboxStale),
-		markListed(SandboxCleanupStuck),
+		{
+			// updated_at stays the time of the sandbox's last change of
+			// state or allocation.
+			Name: SandboxMarkListed, Command: messages.SandboxSync, Doc: "the provider still lists it, last_synced = now",
+			From: []string{SandboxAvailable, SandboxAllocated, SandboxPendingDeletion, SandboxStale, SandboxCleanupStuck}, To: Same,
+			Set:   []Assign[SandboxInput]{{"last_synced", now}},
+			Event: messages.SandboxSynced,
+		},
 		{
 			Name: SandboxReinstate, Command: messages.SandboxReinstate, Doc: "an operator returns it to the pool",
 			From: []string{SandboxStale}, To: SandboxAvailable,
@@ -279,18 +274,6 @@ var Sandbox = &Machine[SandboxInput]{
 			Rejected: messages.SandboxRetireRejected,
 		},
 	},
-}
-
-// markListed is the transition by which a sync that lists a sandbox in
-// state refreshes its last_synced. It leaves updated_at alone: that
-// stays the time of the sandbox's last change of state or allocation.
-func markListed(state string) Transition[SandboxInput] {
-	return Transition[SandboxInput]{
-		Name: SandboxMarkListedFrom(state), Command: messages.SandboxSync, Doc: "the provider still lists it, last_synced = now",
-		From: []string{state}, To: state,
-		Set:   []Assign[SandboxInput]{{"last_synced", now}},
-		Event: messages.SandboxSynced,
-	}
 }
 
 func now(in SandboxInput, _ Item) any { return in.Now }

@@ -98,25 +98,9 @@ func TestSandbox_every_state_and_transition(t *testing.T) {
 			absent: {reason: nf}, available: {to: stale}, allocated: {to: stale},
 			pending: {reason: ws}, stale: {reason: ws}, stuck: {reason: ws},
 		},
-		machine.SandboxMarkListedFrom(available): {
-			absent: {reason: nf}, available: {to: available}, allocated: {reason: ws},
-			pending: {reason: ws}, stale: {reason: ws}, stuck: {reason: ws},
-		},
-		machine.SandboxMarkListedFrom(allocated): {
-			absent: {reason: nf}, available: {reason: ws}, allocated: {to: allocated},
-			pending: {reason: ws}, stale: {reason: ws}, stuck: {reason: ws},
-		},
-		machine.SandboxMarkListedFrom(pending): {
-			absent: {reason: nf}, available: {reason: ws}, allocated: {reason: ws},
-			pending: {to: pending}, stale: {reason: ws}, stuck: {reason: ws},
-		},
-		machine.SandboxMarkListedFrom(stale): {
-			absent: {reason: nf}, available: {reason: ws}, allocated: {reason: ws},
-			pending: {reason: ws}, stale: {to: stale}, stuck: {reason: ws},
-		},
-		machine.SandboxMarkListedFrom(stuck): {
-			absent: {reason: nf}, available: {reason: ws}, allocated: {reason: ws},
-			pending: {reason: ws}, stale: {reason: ws}, stuck: {to: stuck},
+		machine.SandboxMarkListed: {
+			absent: {reason: nf}, available: {to: available}, allocated: {to: allocated},
+			pending: {to: pending}, stale: {to: stale}, stuck: {to: stuck},
 		},
 		machine.SandboxReinstate: {
 			absent: {reason: nf}, available: {reason: ws}, allocated: {reason: ws},
@@ -280,7 +264,7 @@ func TestSandbox_transitions_set_what_they_declare(t *testing.T) {
 	assert.Equal(t, now, integer(t, next, "updated_at"))
 
 	for _, state := range machine.Sandbox.States {
-		next = decide(machine.SandboxMarkListedFrom(state), state)
+		next = decide(machine.SandboxMarkListed, state)
 		assert.Equal(t, state, str(t, next, "status"))
 		assert.Equal(t, now, integer(t, next, "last_synced"), state)
 		assert.Equal(t, now-3600, integer(t, next, "updated_at"), "%s: a refresh is no change of state", state)

@@ -522,7 +522,7 @@ func decideSync(externalID string, listed map[string]messages.InventoryItem, ite
 	state, _ := item["status"].(*types.AttributeValueMemberS)
 	switch {
 	case isListed && state != nil && slices.Contains(SandboxStatuses, state.Value):
-		ch.transition = machine.SandboxMarkListedFrom(state.Value)
+		ch.transition = machine.SandboxMarkListed
 		return ch, true
 	case isListed:
 		return ch, false
