@@ -144,35 +144,35 @@ func (h *Org) updateSettings(ctx context.Context, c store.Cmd, p *messages.Setti
 }
 
 func (h *Org) storeSecret(ctx context.Context, c store.Cmd, p *messages.SecretStorePayload) ([]messages.Out, error) {
-	c.Actor = string(p.Actor)
-	sealed, encrypted, err := h.seal(ctx, p.OrgID, p.SecretID, p.Value)
-	if err != nil {
-		return nil, err
-	}
-	if !encrypted && !h.development {
-		return nil, h.store.RefuseSecret(ctx, c, p.OrgID, p.SecretID, p.Actor, messages.ReasonPlaintextRefused)
-	}
-	sec, err := h.store.StoreSecret(ctx, c, *p, sealed, encrypted)
-	if err != nil {
-		return nil, err
-	}
-	return one(messages.SecretStored, c.At, secretEvent(p.OrgID, sec)), nil
+	return h.writeSecret(ctx, c, p.OrgID, p.SecretID, p.Actor, p.Value, messages.SecretStored, func(sealed string, encrypted bool) (store.Secret, error) {
+		return h.store.StoreSecret(ctx, c, *p, sealed, encrypted)
+	})
 }
 
 func (h *Org) rotateSecret(ctx context.Context, c store.Cmd, p *messages.SecretRotatePayload) ([]messages.Out, error) {
-	c.Actor = string(p.Actor)
-	sealed, encrypted, err := h.seal(ctx, p.OrgID, p.SecretID, p.Value)
+	return h.writeSecret(ctx, c, p.OrgID, p.SecretID, p.Actor, p.Value, messages.SecretRotated, func(sealed string, encrypted bool) (store.Secret, error) {
+		return h.store.RotateSecret(ctx, c, *p, sealed, encrypted)
+	})
+}
+
+// writeSecret seals value and writes it; unsealed (no KMS key), it is
+// written only in development and refused anywhere else.
+func (h *Org) writeSecret(ctx context.Context, c store.Cmd, orgID, secretID string, actor messages.Actor, value string, event messages.Type,
+	write func(sealed string, encrypted bool) (store.Secret, error)) ([]messages.Out, error) {
+	c.Actor = string(actor)
+	sealed, encrypted, err := h.seal(ctx, orgID, secretID, value)
 	if err != nil {
 		return nil, err
 	}
 	if !encrypted && !h.development {
-		return nil, h.store.RefuseSecret(ctx, c, p.OrgID, p.SecretID, p.Actor, messages.ReasonPlaintextRefused)
+		return nil, h.store.RefuseSecret(ctx, c, orgID, secretID, actor, messages.ReasonPlaintextRefused)
 	}
-	sec, err := h.store.RotateSecret(ctx, c, *p, sealed, encrypted)
+	sec, err := write(sealed, encrypted)
 	if err != nil {
 		return nil, err
 	}
-	return one(messages.SecretRotated, c.At, secretEvent(p.OrgID, sec)), nil
+	return one(event, c.At, messages.SecretStoredPayload{OrgID: orgID, SecretID: sec.SecretID, SecretType: sec.Type,
+		Encrypted: sec.Encrypted, UpdatedAt: sec.UpdatedAt}), nil
 }
 
 // seal encrypts a secret bound to its org and ID, or, where no sealer is
@@ -186,8 +186,4 @@ func (h *Org) seal(ctx context.Context, orgID, secretID, value string) (string, 
 		return "", false, fmt.Errorf("seal secret %s of %s: %w", secretID, orgID, err)
 	}
 	return sealed, true, nil
-}
-
-func secretEvent(orgID string, sec store.Secret) messages.SecretStoredPayload {
-	return messages.SecretStoredPayload{OrgID: orgID, SecretID: sec.SecretID, SecretType: sec.Type, Encrypted: sec.Encrypted, UpdatedAt: sec.UpdatedAt}
 }

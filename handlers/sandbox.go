@@ -149,18 +149,8 @@ func expiryTimerID(sandboxID string) string { return expiryTimerGroup + ":" + sa
 // sandbox.expire it carries has an ID derived from this allocation, so a
 // firing repeated by a retry is one command.
 func (h *Sandbox) expiryTimer(c store.Cmd, sb store.Sandbox) (messages.Out, error) {
-	expire, err := messages.NewCommand(messages.DerivedID(c.ID, messages.SandboxExpire, sb.SandboxID),
-		messages.SandboxExpire, messages.SandboxExpirePayload{SandboxID: sb.SandboxID}, unix(sb.AllocatedAt))
-	if err != nil {
-		return messages.Out{}, err
-	}
-	return messages.Out{Type: messages.TimerCreate, At: unix(sb.AllocatedAt), Command: true, Payload: messages.TimerCreatePayload{
-		TimerID:   expiryTimerID(sb.SandboxID),
-		GroupID:   expiryTimerGroup,
-		ExecuteAt: unix(sb.ExpiresAt()).Add(expiryMargin),
-		Callback:  messages.CallbackSQS + "://" + h.expiryQueue,
-		Payload:   expire,
-	}}, nil
+	return commandTimer(c, unix(sb.AllocatedAt), h.expiryQueue, expiryTimerID(sb.SandboxID), expiryTimerGroup, sb.SandboxID,
+		unix(sb.ExpiresAt()).Add(expiryMargin), messages.SandboxExpire, messages.SandboxExpirePayload{SandboxID: sb.SandboxID})
 }
 
 func (h *Sandbox) markDeletion(ctx context.Context, c store.Cmd, p *messages.SandboxMarkDeletionPayload) ([]messages.Out, error) {

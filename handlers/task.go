@@ -171,19 +171,10 @@ func (h *Task) lease(ctx context.Context, c store.Cmd, p *messages.TaskLeasePayl
 // replaces it and the task's end deletes it.
 func leaseTimerID(orgID, taskID string) string { return "task-lease:" + orgID + ":" + taskID }
 
-// leaseTimer is the timer.create that expires a lease at expires; its
-// task.lease-expired has an ID derived from the command that armed it.
+// leaseTimer is the timer.create that expires a lease at expires.
 func (h *Task) leaseTimer(c store.Cmd, orgID, taskID, agentID string, expires time.Time) (messages.Out, error) {
-	expire, err := messages.NewCommand(messages.DerivedID(c.ID, messages.TaskLeaseExpire, taskID), messages.TaskLeaseExpire,
-		messages.TaskLeaseExpiredPayload{OrgID: orgID, TaskID: taskID, AgentID: agentID, Actor: "system"}, c.At)
-	if err != nil {
-		return messages.Out{}, err
-	}
-	// Keyed by the timer: a heartbeat arms two timers, each its own command.
-	return messages.Out{Type: messages.TimerCreate, At: c.At, Command: true, Key: leaseTimerID(orgID, taskID), Payload: messages.TimerCreatePayload{
-		TimerID: leaseTimerID(orgID, taskID), GroupID: "task-lease", ExecuteAt: expires,
-		Callback: messages.CallbackSQS + "://" + h.queue, Payload: expire,
-	}}, nil
+	return commandTimer(c, c.At, h.queue, leaseTimerID(orgID, taskID), "task-lease", taskID, expires, messages.TaskLeaseExpire,
+		messages.TaskLeaseExpiredPayload{OrgID: orgID, TaskID: taskID, AgentID: agentID, Actor: "system"})
 }
 
 func (h *Task) progress(ctx context.Context, c store.Cmd, p *messages.TaskProgressPayload) ([]messages.Out, error) {
@@ -292,15 +283,8 @@ func silenceTimerID(orgID, agentID string) string { return "agent-silence:" + or
 // silenceTimer is the timer.create that sends agent.silent at at, for
 // the heartbeat heard then.
 func (h *Task) silenceTimer(c store.Cmd, orgID, agentID, heard string, at time.Time) (messages.Out, error) {
-	silent, err := messages.NewCommand(messages.DerivedID(c.ID, messages.AgentSilence, agentID), messages.AgentSilence,
-		messages.AgentSilentPayload{OrgID: orgID, AgentID: agentID, LastHeartbeatAt: heard, Actor: "system"}, c.At)
-	if err != nil {
-		return messages.Out{}, err
-	}
-	return messages.Out{Type: messages.TimerCreate, At: c.At, Command: true, Key: silenceTimerID(orgID, agentID), Payload: messages.TimerCreatePayload{
-		TimerID: silenceTimerID(orgID, agentID), GroupID: "agent-silence", ExecuteAt: at,
-		Callback: messages.CallbackSQS + "://" + h.queue, Payload: silent,
-	}}, nil
+	return commandTimer(c, c.At, h.queue, silenceTimerID(orgID, agentID), "agent-silence", agentID, at, messages.AgentSilence,
+		messages.AgentSilentPayload{OrgID: orgID, AgentID: agentID, LastHeartbeatAt: heard, Actor: "system"})
 }
 
 // silent turns a silent agent stale, arming the timer that turns it

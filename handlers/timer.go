@@ -198,3 +198,21 @@ func firingEvents(f store.Firing) []messages.Out {
 	}
 	return nil
 }
+
+// commandTimer is the timer.create, decided at decided, that sends
+// command t with payload to queue at at: a later command of transit's own
+// (a sandbox's expiry, a lease running out). The command's ID derives
+// from c and key, so a redelivery of c arms the same timer with the same
+// command; the timer is named timerID, so a later one of that name
+// replaces it.
+func commandTimer(c store.Cmd, decided time.Time, queue, timerID, group, key string, at time.Time, t messages.Type, payload any) (messages.Out, error) {
+	cmd, err := messages.NewCommand(messages.DerivedID(c.ID, t, key), t, payload, decided)
+	if err != nil {
+		return messages.Out{}, err
+	}
+	// Keyed by the timer: one command may arm several, each its own
+	// timer.create.
+	return messages.Out{Type: messages.TimerCreate, At: decided, Command: true, Key: timerID, Payload: messages.TimerCreatePayload{
+		TimerID: timerID, GroupID: group, ExecuteAt: at, Callback: messages.CallbackSQS + "://" + queue, Payload: cmd,
+	}}, nil
+}

@@ -569,7 +569,7 @@ func TestSandbox_release_deletes_its_expiry_timer(t *testing.T) {
 	timerID := "sandbox-expiry:" + allocated.SandboxID
 	// Released once the timer exists: a delete handled before the create
 	// would find nothing and leave the later timer to fire into a rejection.
-	create := messages.DerivedID(alloc, messages.TimerCreate, "")
+	create := messages.DerivedID(alloc, messages.TimerCreate, timerID)
 	armed := payloadOf[messages.TimerCreatedPayload](t, s.eventFor(create, messages.TimerCreated))
 	require.Equal(t, timerID, armed.TimerID)
 
