@@ -52,9 +52,9 @@ const (
 	poolSize        = commandsPerCase + 20
 )
 
-// window is how many commands the producer keeps ahead of the events seen:
-// moto scans a queue on every receive and delete, and a queue 500 deep
-// halves its throughput.
+// window is how many commands the producer keeps ahead of the events seen,
+// unless a run says otherwise: moto scans a queue on every receive and
+// delete, and a queue 500 deep halves its throughput.
 const window = 24
 
 // command is one command of a fault run.
@@ -67,20 +67,35 @@ type command struct {
 // faultRun is one fault case: a stack with a pool, the commands, and the
 // events seen on the stack's tap.
 type faultRun struct {
-	s      *stack
-	name   string
-	cmds   []command
-	track  map[string]string // command ID → its track
-	events *eventReader
-	pool   []string     // the sandbox IDs seeded
-	sent   []invocation // every delivery, for the linearizability check
+	s    *stack
+	name string
+	// queueURL is the command queue the run's commands go to; answers maps
+	// each command type to the event types that answer it; window is how
+	// many commands the producer keeps ahead of their answers.
+	queueURL string
+	answers  map[messages.Type][]messages.Type
+	window   int
+	cmds     []command
+	track    map[string]string // command ID → its track
+	events   *eventReader
+	pool     []string     // the sandbox IDs seeded
+	sent     []invocation // every delivery a specification reads, for the linearizability check
+}
+
+// newRun starts reading the tap for a run of commands of domain d, each
+// answered by one of the events answers names for its type.
+func (s *stack) newRun(name string, d messages.Domain, answers map[messages.Type][]messages.Type) *faultRun {
+	s.t.Helper()
+	return &faultRun{s: s, name: name, queueURL: s.url(s.svc.Stack.CommandQueue(d)), answers: answers, window: window, events: s.readTap()}
 }
 
 // newFaultRun fills the pool, builds the commands and starts reading the
 // tap.
 func newFaultRun(s *stack, name string) *faultRun {
 	s.t.Helper()
-	r := &faultRun{s: s, name: name, track: map[string]string{}, pool: s.seedPool(poolSize), events: s.readTap()}
+	pool := s.seedPool(poolSize)
+	r := s.newRun(name, messages.Sandbox, map[messages.Type][]messages.Type{messages.SandboxAllocate: {messages.SandboxAllocated}})
+	r.track, r.pool = map[string]string{}, pool
 	for i := range commandsPerCase {
 		c := command{ID: uuid.NewString(), Type: messages.SandboxAllocate,
 			Payload: messages.SandboxAllocatePayload{TrackID: fmt.Sprintf("track-%04d", i)}}
@@ -95,16 +110,20 @@ func (r *faultRun) eventID(c command) string {
 	return messages.DerivedID(c.ID, messages.SandboxAllocated, "")
 }
 
-// drive sends deliveries in order, never more than window ahead of the
-// events seen, until every command's event has arrived. progress, when
-// set, is called on the test goroutine with the number of commands
-// answered so far; it may inject a fault there (the tap is read meanwhile).
+// drive sends deliveries in order, never more than the run's window ahead
+// of the events seen, until every command has been answered (by an event
+// r.answers names for its type). progress, when set, is called on the
+// test goroutine with the number of commands answered so far; it may
+// inject a fault there (the tap is read meanwhile).
 func (r *faultRun) drive(deliveries []command, timeout time.Duration, progress func(done int)) {
 	s := r.s
 	s.t.Helper()
-	want := map[string]bool{}
+	want, commands := map[string]bool{}, map[string]bool{}
 	for _, c := range deliveries {
-		want[r.eventID(c)] = true
+		commands[c.ID] = true
+		for _, t := range r.answers[c.Type] {
+			want[messages.DerivedID(c.ID, t, "")] = true
+		}
 	}
 	deadline := time.Now().Add(timeout)
 	sent := 0
@@ -114,28 +133,30 @@ func (r *faultRun) drive(deliveries []command, timeout time.Duration, progress f
 		for _, e := range evs {
 			if want[e.MessageID] {
 				answered++
-				distinct[e.MessageID] = true
+				distinct[e.Envelope.CausationID] = true
 			}
 		}
-		for sent < len(deliveries) && sent-answered < window {
+		for sent < len(deliveries) && sent-answered < r.window {
 			n := min(10, len(deliveries)-sent)
 			at := time.Now()
 			for _, c := range deliveries[sent : sent+n] {
-				r.sent = append(r.sent, invocation{in: inputOf(c), at: at})
+				if in, ok := inputOf(c); ok {
+					r.sent = append(r.sent, invocation{in: in, at: at})
+				}
 			}
-			require.NoError(s.t, s.sendBatch(deliveries[sent:sent+n]))
+			require.NoError(s.t, s.sendBatch(r.queueURL, deliveries[sent:sent+n]))
 			sent += n
 		}
 		if progress != nil {
 			progress(len(distinct))
 		}
-		if sent == len(deliveries) && len(distinct) == len(want) {
+		if sent == len(deliveries) && len(distinct) == len(commands) {
 			return
 		}
 		if time.Now().After(deadline) {
-			waiting, inFlight := s.queueDepth(s.queueURL)
+			waiting, inFlight := s.queueDepth(r.queueURL)
 			s.t.Fatalf("%s: %d of %d commands answered within %s (%d sent, %d events read; queue: %d waiting, %d in flight)",
-				r.name, len(distinct), len(want), timeout, sent, len(evs), waiting, inFlight)
+				r.name, len(distinct), len(commands), timeout, sent, len(evs), waiting, inFlight)
 		}
 		r.events.waitForMore(len(evs), 200*time.Millisecond)
 	}
@@ -151,11 +172,11 @@ func (r *faultRun) settle(timeout time.Duration) []service.TapEvent {
 	s.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		if waiting, inFlight := s.queueDepth(s.queueURL); waiting == 0 && inFlight == 0 {
+		if waiting, inFlight := s.queueDepth(r.queueURL); waiting == 0 && inFlight == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			waiting, inFlight := s.queueDepth(s.queueURL)
+			waiting, inFlight := s.queueDepth(r.queueURL)
 			s.t.Fatalf("%s: the command queue did not empty within %s: %d waiting, %d in flight", r.name, timeout, waiting, inFlight)
 		}
 		time.Sleep(250 * time.Millisecond)
@@ -472,11 +493,11 @@ func (s *stack) seedPool(n int) []string {
 	return ids
 }
 
-// sendBatch sends up to ten commands in one SendMessageBatch, as a producer
-// would send them one by one: the envelope as the body, the type as an
-// attribute.
-func (s *stack) sendBatch(cmds []command) error {
-	in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(s.queueURL)}
+// sendBatch sends up to ten commands to a command queue in one
+// SendMessageBatch, as a producer would send them one by one: the envelope
+// as the body, the type as an attribute.
+func (s *stack) sendBatch(queueURL string, cmds []command) error {
+	in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL)}
 	for i, c := range cmds {
 		body, err := messages.NewCommand(c.ID, c.Type, c.Payload, time.Now())
 		if err != nil {

@@ -34,6 +34,14 @@ import (
 	"transit/service"
 )
 
+// input is what one delivery of a command asked, as a specification
+// reads it: the sandbox broker's allocInput, the task queue's leaseInput.
+type input interface {
+	commandID() string
+	// answer reads what an event of the command answered.
+	answer(ev service.TapEvent) (any, error)
+}
+
 // allocInput is what one delivery of a command asked.
 type allocInput struct {
 	Type      messages.Type
@@ -50,6 +58,10 @@ type allocOutput struct {
 
 // holder is whom an allocation is for: a track under an idempotency key.
 type holder struct{ track, key string }
+
+func (in allocInput) commandID() string { return in.CommandID }
+
+func (in allocInput) answer(ev service.TapEvent) (any, error) { return outputOf(ev) }
 
 func (in allocInput) holder() holder {
 	return holder{track: in.TrackID, key: cmp.Or(in.Key, in.TrackID)}
@@ -176,7 +188,7 @@ func short(id string) string { return id[:min(8, len(id))] }
 
 // invocation is one delivery of a command, stamped before it was sent.
 type invocation struct {
-	in allocInput
+	in input
 	at time.Time
 }
 
@@ -187,13 +199,16 @@ type sighting struct {
 	at time.Time
 }
 
-// inputOf is what a fault run's command asks.
-func inputOf(c command) allocInput {
-	in := allocInput{Type: c.Type, CommandID: c.ID}
-	if p, ok := c.Payload.(messages.SandboxAllocatePayload); ok {
-		in.TrackID, in.Key = p.TrackID, p.IdempotencyKey
+// inputOf is what a run's command asks, for the commands a specification
+// reads: sandbox.allocate and task.lease.
+func inputOf(c command) (input, bool) {
+	switch p := c.Payload.(type) {
+	case messages.SandboxAllocatePayload:
+		return allocInput{Type: c.Type, TrackID: p.TrackID, Key: p.IdempotencyKey, CommandID: c.ID}, true
+	case messages.TaskLeasePayload:
+		return leaseInput{CommandID: c.ID, AgentID: p.AgentID}, true
 	}
-	return in
+	return nil, false
 }
 
 // operations turns deliveries and sightings into porcupine's history.
@@ -213,18 +228,18 @@ func operations(invs []invocation, seen []sighting) ([]porcupine.Operation, erro
 	epoch := slices.MinFunc(invs, func(a, b invocation) int { return a.at.Compare(b.at) }).at
 	var ops []porcupine.Operation
 	for _, inv := range invs {
-		i := slices.IndexFunc(byCommand[inv.in.CommandID], func(s sighting) bool { return !s.at.Before(inv.at) })
+		id := inv.in.commandID()
+		i := slices.IndexFunc(byCommand[id], func(s sighting) bool { return !s.at.Before(inv.at) })
 		if i < 0 {
-			return nil, fmt.Errorf("%s of %s (command %s) sent at %s: no event seen after it",
-				inv.in.Type, inv.in.TrackID, inv.in.CommandID, inv.at.Format(time.RFC3339Nano))
+			return nil, fmt.Errorf("%+v (command %s) sent at %s: no event seen after it", inv.in, id, inv.at.Format(time.RFC3339Nano))
 		}
-		answer := byCommand[inv.in.CommandID][i]
-		out, err := outputOf(answer.ev)
+		answer := byCommand[id][i]
+		out, err := inv.in.answer(answer.ev)
 		if err != nil {
 			return nil, err
 		}
 		ops = append(ops, porcupine.Operation{
-			Input: inv.in, Output: out, Metadata: inv.in.CommandID,
+			Input: inv.in, Output: out, Metadata: id,
 			Call: inv.at.Sub(epoch).Nanoseconds(), Return: answer.at.Sub(epoch).Nanoseconds(),
 		})
 	}
@@ -284,21 +299,28 @@ type checked struct {
 	took   time.Duration
 }
 
-func checkHistory(sp spec, sandboxIDs []string, ops []porcupine.Operation) checked {
-	m := sp.model(sandboxIDs)
+func checkHistory(m porcupine.Model, ops []porcupine.Operation) checked {
 	began := time.Now()
 	result, info := porcupine.CheckOperationsVerbose(m, ops, checkTimeout)
 	return checked{result: result, info: info, model: m, took: time.Since(began)}
 }
 
 // assertLinearizable fails the test unless ops are linearizable against
-// the broker's specification. On failure it writes porcupine's
-// visualisation (the longest orders found, and the operations none of
-// them could place) to a file named after the test and names the file.
+// the broker's specification (assertLinearizableTo).
 func assertLinearizable(t *testing.T, sandboxIDs []string, ops []porcupine.Operation) {
 	t.Helper()
-	c := checkHistory(allocateSpec, sandboxIDs, ops)
-	t.Logf("linearizability: %d operations on a pool of %d: %s in %s", len(ops), len(sandboxIDs), c.result, c.took.Round(10*time.Microsecond))
+	assertLinearizableTo(t, fmt.Sprintf("allocations from a pool of %d", len(sandboxIDs)), spec(allocateSpec).model(sandboxIDs), ops, conflicts)
+}
+
+// assertLinearizableTo fails the test unless ops (what describes them)
+// are linearizable against model m. On failure it logs the answers conflicts finds contradicting
+// each other, and writes porcupine's visualisation (the longest orders
+// found, and the operations none of them could place) to a file named
+// after the test and names the file.
+func assertLinearizableTo(t *testing.T, what string, m porcupine.Model, ops []porcupine.Operation, conflicts func([]porcupine.Operation) []string) {
+	t.Helper()
+	c := checkHistory(m, ops)
+	t.Logf("linearizability: %d operations, %s: %s in %s", len(ops), what, c.result, c.took.Round(10*time.Microsecond))
 	if c.result == porcupine.Ok {
 		return
 	}
@@ -490,7 +512,7 @@ func TestLinearizability_specification(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			assert.Equal(t, c.want, checkHistory(allocateSpec, pool, c.ops).result)
+			assert.Equal(t, c.want, checkHistory(spec(allocateSpec).model(pool), c.ops).result)
 		})
 	}
 }
@@ -525,19 +547,26 @@ func TestLinearizability_operations(t *testing.T) {
 }
 
 // assertBrokenSpecRejects checks ops against the specification with one
-// guard flipped, which a history that allocated the whole pool fails; a
-// check that passed it would not be reading the history. Its
-// visualisation is written too, as a failing check writes it.
+// guard flipped, which a history that allocated the whole pool fails.
 func assertBrokenSpecRejects(t *testing.T, sandboxIDs []string, ops []porcupine.Operation) {
-	t.Run("a specification that never allocates the last sandbox rejects the history", func(t *testing.T) {
-		c := checkHistory(neverTheLastSandbox, sandboxIDs, ops)
+	assertRejects(t, "a specification that never allocates the last sandbox rejects the history", spec(neverTheLastSandbox).model(sandboxIDs), ops)
+}
+
+// assertRejects checks ops against broken, a specification with one rule
+// changed that the history must fail: a check that passed it would not be
+// reading the history. Its visualisation is written too, as a failing
+// check writes it.
+func assertRejects(t *testing.T, name string, broken porcupine.Model, ops []porcupine.Operation) {
+	t.Run(name, func(t *testing.T) {
+		require.NotEmpty(t, ops)
+		c := checkHistory(broken, ops)
 		t.Logf("%d operations: %s in %s", len(ops), c.result, c.took.Round(10*time.Microsecond))
 		assert.Equal(t, porcupine.Illegal, c.result)
 		path := filepath.Join(t.TempDir(), "history.html")
 		require.NoError(t, writeVisualisation(c, path))
 		html, err := os.ReadFile(path)
 		require.NoError(t, err)
-		assert.Contains(t, string(html), short(ops[0].Input.(allocInput).CommandID), "the visualisation shows the operations")
+		assert.Contains(t, string(html), short(ops[0].Input.(input).commandID()), "the visualisation shows the operations")
 	})
 }
 
