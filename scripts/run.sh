@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make run: transit on a local emulator, with a short demo of the sandbox
-# broker, of a layer's life (published, deprecated, removed, deleted) and
-# of durable timers.
+# broker, of a layer's life (published, deprecated, removed, deleted), of
+# durable timers and of an agent running a task that asks a question.
 # Starts moto server if nothing answers at AWS_ENDPOINT_URL, provisions the
 # stack, starts a stand-in sandbox provider and `transit serve`, sends a few
 # commands printing their events, then keeps serving until Ctrl-C.
@@ -107,9 +107,42 @@ $T send timer.create --json "{\"timer_id\":\"demo-broken\",\"execute_at\":\"$in3
   \"callback\":\"$TRANSIT_PROVIDER_URL/no-such-hook\",\"retry_policy\":{\"max_attempts\":3,\"initial_interval\":\"500ms\"}}"
 wait "$watcher"
 $T query shards
+
+# Agent tasks: an org with an owner, a member and a project; the member
+# queues a task; the reference agent (`transit agent --once`) leases it and
+# runs a script that asks a question (a stdout line `?? …`) and reads the
+# answer on stdin. The demo answers as the member once the question is
+# published, and tails the task's history until it ends.
+step "an org with an owner and a member, and a project"
+$T send org.created --org_id acme --name Acme --actor system --wait | field type
+for user in owner:owner dev:member; do
+  $T send user.registered --wait --json "{\"org_id\":\"acme\",\"user_id\":\"u-${user%:*}\",\"email\":\"${user%:*}@acme.test\",
+    \"password\":\"correct horse battery\",\"display_name\":\"${user%:*}\",\"role\":\"${user#*:}\",\"actor\":\"system\"}" | field type
+done
+$T send project.created --org_id acme --project_id web --name Web --default_model claude-sonnet-4 --actor user:u-owner --wait | field type
+step "u-dev queues a task"
+$T send task.queued --wait --json '{"org_id":"acme","task_id":"t-1","project_id":"web","actor":"user:u-dev",
+  "prompt":"Add a sessions table\nindexed by user_id"}' | field type
+step "an agent runs it with a script that asks which database to use; u-dev answers (agent log: bin/agent.log)"
+( $T watch --domain task --type task.awaiting-response --count 1 --timeout 60s >/dev/null 2>&1
+  $T send task.response --org_id acme --task_id t-1 --response postgres --actor user:u-dev 2>/dev/null ) &
+answerer=$!
+$T tail task --org acme --every 200ms t-1 &
+tailer=$!
+sleep 1
+$T agent --org acme --agent laptop-1 --once --capabilities interactive --exec '
+  echo "reading the code"
+  echo "planning: $TRANSIT_TASK_TITLE"
+  echo "?? which database, postgres or sqlite?"
+  read db
+  echo "created the sessions table in $db"' 2>bin/agent.log
+wait "$answerer" "$tailer"
+$T query tasks --project web
 echo
 echo "transit serve keeps running (log: bin/serve.log). Try:"
 echo "  bin/transit send sandbox.allocate --track_id my-track --wait"
 echo "  bin/transit query sandboxes --status allocated"
+echo "  bin/transit send task.queued --org_id acme --task_id t-2 --project_id web --prompt 'Say hi' --actor user:u-dev"
+echo "  bin/transit agent --org acme --agent laptop-1 --once --exec 'echo hi from \$TRANSIT_TASK_ID'"
 echo "Ctrl-C stops everything."
 wait "${pids[-1]}"
