@@ -96,7 +96,7 @@ func (h *Org) createOrg(ctx context.Context, c store.Cmd, p *messages.OrgCreateP
 	if err != nil {
 		return nil, err
 	}
-	return one(messages.OrgEventCreated, c.At, messages.OrgCreatedPayload{OrgID: org.OrgID, Name: org.Name, Plan: org.Plan, CreatedAt: org.CreatedAt}), nil
+	return one(messages.OrgEventCreated, parseISO(org.CreatedAt), messages.OrgCreatedPayload{OrgID: org.OrgID, Name: org.Name, Plan: org.Plan, CreatedAt: org.CreatedAt}), nil
 }
 
 func (h *Org) register(ctx context.Context, c store.Cmd, p *messages.UserRegisterPayload) ([]messages.Out, error) {
@@ -109,7 +109,7 @@ func (h *Org) register(ctx context.Context, c store.Cmd, p *messages.UserRegiste
 	if err != nil {
 		return nil, err
 	}
-	return one(messages.UserRegistered, c.At, messages.UserRegisteredPayload{
+	return one(messages.UserRegistered, parseISO(u.CreatedAt), messages.UserRegisteredPayload{
 		OrgID: u.OrgID, UserID: u.UserID, Email: u.Email, DisplayName: u.DisplayName, Role: u.Role, CreatedAt: u.CreatedAt,
 	}), nil
 }
@@ -120,7 +120,7 @@ func (h *Org) suspend(ctx context.Context, c store.Cmd, p *messages.UserSuspendP
 	if err != nil {
 		return nil, err
 	}
-	return one(messages.UserSuspended, c.At, messages.UserSuspendedPayload{OrgID: u.OrgID, UserID: u.UserID, By: p.Actor}), nil
+	return one(messages.UserSuspended, parseISO(u.SuspendedAt), messages.UserSuspendedPayload{OrgID: u.OrgID, UserID: u.UserID, By: p.Actor}), nil
 }
 
 func (h *Org) createProject(ctx context.Context, c store.Cmd, p *messages.ProjectCreatePayload) ([]messages.Out, error) {
@@ -129,7 +129,7 @@ func (h *Org) createProject(ctx context.Context, c store.Cmd, p *messages.Projec
 	if err != nil {
 		return nil, err
 	}
-	return one(messages.ProjectCreated, c.At, messages.ProjectCreatedPayload{OrgID: pr.OrgID, ProjectID: pr.ProjectID, Name: pr.Name,
+	return one(messages.ProjectCreated, parseISO(pr.CreatedAt), messages.ProjectCreatedPayload{OrgID: pr.OrgID, ProjectID: pr.ProjectID, Name: pr.Name,
 		LocalPathHint: pr.LocalPathHint, DefaultModel: pr.DefaultModel, CreatedAt: pr.CreatedAt}), nil
 }
 
@@ -139,7 +139,7 @@ func (h *Org) updateSettings(ctx context.Context, c store.Cmd, p *messages.Setti
 	if err != nil {
 		return nil, err
 	}
-	return one(messages.SettingsUpdated, c.At, messages.SettingsUpdatedPayload{OrgID: p.OrgID, Scope: set.Scope, UserID: p.UserID,
+	return one(messages.SettingsUpdated, parseISO(set.UpdatedAt), messages.SettingsUpdatedPayload{OrgID: p.OrgID, Scope: set.Scope, UserID: p.UserID,
 		ProjectID: p.ProjectID, DefaultModel: set.DefaultModel, ModelAllowList: set.ModelAllowList, UpdatedAt: set.UpdatedAt}), nil
 }
 
@@ -171,7 +171,7 @@ func (h *Org) writeSecret(ctx context.Context, c store.Cmd, orgID, secretID stri
 	if err != nil {
 		return nil, err
 	}
-	return one(event, c.At, messages.SecretStoredPayload{OrgID: orgID, SecretID: sec.SecretID, SecretType: sec.Type,
+	return one(event, parseISO(sec.UpdatedAt), messages.SecretStoredPayload{OrgID: orgID, SecretID: sec.SecretID, SecretType: sec.Type,
 		Encrypted: sec.Encrypted, UpdatedAt: sec.UpdatedAt}), nil
 }
 
@@ -186,4 +186,12 @@ func (h *Org) seal(ctx context.Context, orgID, secretID, value string) (string, 
 		return "", false, fmt.Errorf("seal secret %s of %s: %w", secretID, orgID, err)
 	}
 	return sealed, true, nil
+}
+
+// parseISO is a time the store recorded (store.Instant's form): events
+// carry it, so a redelivery that replays the outcome emits the same
+// message. One the store wrote itself always parses.
+func parseISO(s string) time.Time {
+	t, _ := time.Parse(time.RFC3339, s)
+	return t
 }

@@ -137,7 +137,7 @@ func (h *Task) queueTask(ctx context.Context, c store.Cmd, p *messages.TaskQueue
 	if err != nil {
 		return nil, err
 	}
-	return one(messages.TaskQueued, c.At, messages.TaskQueuedPayload{OrgID: t.OrgID, TaskID: t.TaskID, ProjectID: t.ProjectID,
+	return one(messages.TaskQueued, parseISO(t.CreatedAt), messages.TaskQueuedPayload{OrgID: t.OrgID, TaskID: t.TaskID, ProjectID: t.ProjectID,
 		Title: t.Title, Priority: t.Priority, Model: t.Model, DesiredAgentID: t.DesiredAgentID, CreatedAt: t.CreatedAt}), nil
 }
 
@@ -147,21 +147,17 @@ func (h *Task) lease(ctx context.Context, c store.Cmd, p *messages.TaskLeasePayl
 	c.Actor = string(p.Actor)
 	l, err := h.store.LeaseTask(ctx, c, *p, h.policy.Lease)
 	if errors.Is(err, store.ErrNothingToLease) {
-		return one(messages.TaskLeaseEmpty, c.At, messages.TaskLeaseEmptyPayload{OrgID: p.OrgID, AgentID: p.AgentID}), nil
+		return one(messages.TaskLeaseEmpty, parseISO(l.DecidedAt), messages.TaskLeaseEmptyPayload{OrgID: p.OrgID, AgentID: p.AgentID}), nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	t := l.Task
-	expires, err := time.Parse(time.RFC3339, l.LeaseExpiresAt)
-	if err != nil {
-		return nil, fmt.Errorf("lease of task %s: %w", t.TaskID, err)
-	}
-	timer, err := h.leaseTimer(c, t.OrgID, t.TaskID, p.AgentID, expires)
+	timer, err := h.leaseTimer(c, parseISO(l.DecidedAt), t.OrgID, t.TaskID, p.AgentID, parseISO(l.LeaseExpiresAt))
 	if err != nil {
 		return nil, err
 	}
-	return []messages.Out{{Type: messages.TaskLeased, At: c.At, Payload: messages.TaskLeasedPayload{
+	return []messages.Out{{Type: messages.TaskLeased, At: parseISO(l.DecidedAt), Payload: messages.TaskLeasedPayload{
 		OrgID: t.OrgID, TaskID: t.TaskID, AgentID: p.AgentID, ProjectID: t.ProjectID, Title: t.Title, Prompt: t.Prompt,
 		Priority: t.Priority, Model: t.Model, Attempts: l.Attempts, LeaseExpiresAt: l.LeaseExpiresAt, CorrelationID: t.CorrelationID,
 	}}, timer}, nil
@@ -171,9 +167,10 @@ func (h *Task) lease(ctx context.Context, c store.Cmd, p *messages.TaskLeasePayl
 // replaces it and the task's end deletes it.
 func leaseTimerID(orgID, taskID string) string { return "task-lease:" + orgID + ":" + taskID }
 
-// leaseTimer is the timer.create that expires a lease at expires.
-func (h *Task) leaseTimer(c store.Cmd, orgID, taskID, agentID string, expires time.Time) (messages.Out, error) {
-	return commandTimer(c, c.At, h.queue, leaseTimerID(orgID, taskID), "task-lease", taskID, expires, messages.TaskLeaseExpire,
+// leaseTimer is the timer.create, decided at decided, that expires a
+// lease at expires.
+func (h *Task) leaseTimer(c store.Cmd, decided time.Time, orgID, taskID, agentID string, expires time.Time) (messages.Out, error) {
+	return commandTimer(c, decided, h.queue, leaseTimerID(orgID, taskID), "task-lease", taskID, expires, messages.TaskLeaseExpire,
 		messages.TaskLeaseExpiredPayload{OrgID: orgID, TaskID: taskID, AgentID: agentID, Actor: "system"})
 }
 
@@ -220,15 +217,15 @@ func (h *Task) changed(c store.Cmd, ts store.TaskStep, ch store.TaskChange) []me
 	tr := machine.Task.Transition(ts.Transition)
 	var outs []messages.Out
 	if tr.Event == messages.TaskProgressed {
-		outs = one(tr.Event, c.At, messages.TaskProgressedPayload{OrgID: t.OrgID, TaskID: t.TaskID, AgentID: t.AgentID,
+		outs = one(tr.Event, parseISO(t.UpdatedAt), messages.TaskProgressedPayload{OrgID: t.OrgID, TaskID: t.TaskID, AgentID: t.AgentID,
 			Message: ts.Message, Lines: ch.Lines, FirstSeq: firstSeq(ts.Lines), LastSeq: lastSeq(ts.Lines), At: t.UpdatedAt})
 	} else {
-		outs = one(tr.Event, c.At, messages.TaskChangedPayload{OrgID: t.OrgID, TaskID: t.TaskID, AgentID: t.AgentID, State: t.State,
+		outs = one(tr.Event, parseISO(t.UpdatedAt), messages.TaskChangedPayload{OrgID: t.OrgID, TaskID: t.TaskID, AgentID: t.AgentID, State: t.State,
 			At: t.UpdatedAt, By: ts.Actor, Question: ts.In.Question, Response: ts.In.Response, Result: ts.In.Result, Error: ts.In.Error,
 			Attempts: ch.Attempts})
 	}
 	if t.EndedAt != "" && ts.Transition != machine.TaskStuck {
-		outs = append(outs, messages.Out{Type: messages.TimerDelete, At: c.At, Command: true,
+		outs = append(outs, messages.Out{Type: messages.TimerDelete, At: parseISO(t.UpdatedAt), Command: true,
 			Payload: messages.TimerDeletePayload{TimerID: leaseTimerID(t.OrgID, t.TaskID)}})
 	}
 	return outs
@@ -258,17 +255,14 @@ func (h *Task) heartbeat(ctx context.Context, c store.Cmd, p *messages.AgentHear
 	if err != nil {
 		return nil, err
 	}
-	silence, err := h.silenceTimer(c, p.OrgID, p.AgentID, hb.Agent.LastHeartbeatAt, c.At.Add(h.policy.StaleAfter))
+	heard := parseISO(hb.Agent.LastHeartbeatAt)
+	silence, err := h.silenceTimer(c, heard, p.OrgID, p.AgentID, hb.Agent.LastHeartbeatAt, heard.Add(h.policy.StaleAfter))
 	if err != nil {
 		return nil, err
 	}
 	outs := []messages.Out{silence}
 	if hb.Renewed {
-		expires, err := time.Parse(time.RFC3339, hb.LeaseExpiresAt)
-		if err != nil {
-			return nil, fmt.Errorf("lease of task %s: %w", p.CurrentTaskID, err)
-		}
-		timer, err := h.leaseTimer(c, p.OrgID, p.CurrentTaskID, p.AgentID, expires)
+		timer, err := h.leaseTimer(c, heard, p.OrgID, p.CurrentTaskID, p.AgentID, parseISO(hb.LeaseExpiresAt))
 		if err != nil {
 			return nil, err
 		}
@@ -280,10 +274,10 @@ func (h *Task) heartbeat(ctx context.Context, c store.Cmd, p *messages.AgentHear
 // silenceTimerID names an agent's silence timer: each heartbeat replaces it.
 func silenceTimerID(orgID, agentID string) string { return "agent-silence:" + orgID + ":" + agentID }
 
-// silenceTimer is the timer.create that sends agent.silent at at, for
-// the heartbeat heard then.
-func (h *Task) silenceTimer(c store.Cmd, orgID, agentID, heard string, at time.Time) (messages.Out, error) {
-	return commandTimer(c, c.At, h.queue, silenceTimerID(orgID, agentID), "agent-silence", agentID, at, messages.AgentSilence,
+// silenceTimer is the timer.create, decided at decided, that sends
+// agent.silent at at, for the heartbeat heard then.
+func (h *Task) silenceTimer(c store.Cmd, decided time.Time, orgID, agentID, heard string, at time.Time) (messages.Out, error) {
+	return commandTimer(c, decided, h.queue, silenceTimerID(orgID, agentID), "agent-silence", agentID, at, messages.AgentSilence,
 		messages.AgentSilentPayload{OrgID: orgID, AgentID: agentID, LastHeartbeatAt: heard, Actor: "system"})
 }
 
@@ -296,14 +290,18 @@ func (h *Task) silent(ctx context.Context, c store.Cmd, p *messages.AgentSilentP
 		return nil, err
 	}
 	ev := messages.AgentStatusPayload{OrgID: a.OrgID, AgentID: a.AgentID, Status: a.Status, LastHeartbeatAt: a.LastHeartbeatAt}
+	// When the silence began to count as stale, and as offline: the
+	// heartbeat's time and the delays, the same on every redelivery.
+	stale := parseISO(p.LastHeartbeatAt).Add(h.policy.StaleAfter)
+	offline := stale.Add(h.policy.OfflineAfter)
 	if a.Status == machine.AgentOffline {
-		return one(messages.AgentOffline, c.At, ev), nil
+		return one(messages.AgentOffline, offline, ev), nil
 	}
-	offline, err := h.silenceTimer(c, p.OrgID, p.AgentID, p.LastHeartbeatAt, c.At.Add(h.policy.OfflineAfter))
+	timer, err := h.silenceTimer(c, stale, p.OrgID, p.AgentID, p.LastHeartbeatAt, offline)
 	if err != nil {
 		return nil, err
 	}
-	return []messages.Out{{Type: messages.AgentStale, At: c.At, Payload: ev}, offline}, nil
+	return []messages.Out{{Type: messages.AgentStale, At: stale, Payload: ev}, timer}, nil
 }
 
 func (h *Task) read(ctx context.Context, c store.Cmd, p *messages.NotificationReadPayload) ([]messages.Out, error) {

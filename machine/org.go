@@ -95,6 +95,7 @@ var User = &Machine[OrgInput]{
 			Name: UserSuspend, Command: messages.UserSuspend, From: []string{UserActive}, To: UserSuspended,
 			// A user of another org is not found: no org learns of another's users.
 			Guards: []Guard[OrgInput]{{Name: "same org", Reason: messages.ReasonNotFound, Attr: "orgId", Op: Eq, Value: func(in OrgInput, _ Item) any { return in.OrgID }}},
+			Set:    []Assign[OrgInput]{{"suspendedAt", func(in OrgInput, _ Item) any { return in.Now }}},
 			Event:  messages.UserSuspended, Rejected: messages.OrgRejected,
 		},
 		{

@@ -33,6 +33,8 @@ type step[In any] struct {
 	with []joined
 	// details, when set, is what the outcome records (with reason)
 	// instead of the item's snapshot: what a timer's firing did, say.
+	// write then fills its result only when it replays an outcome
+	// recorded before, so a zero result means this write decided.
 	details any
 	reason  string
 }

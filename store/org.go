@@ -51,6 +51,8 @@ type User struct {
 	CreatedAt string `dynamodbav:"createdAt" json:"created_at"`
 	// LastLoginAt is for the product's login, which transit does not do.
 	LastLoginAt string `dynamodbav:"lastLoginAt,omitempty" json:"last_login_at,omitempty"`
+	// SuspendedAt is when user.suspended suspended the user.
+	SuspendedAt string `dynamodbav:"suspendedAt,omitempty" json:"suspended_at,omitempty"`
 }
 
 // EmailClaim holds an email for one user of an org, in the Users table.
@@ -267,7 +269,7 @@ func (s *Store) RegisterUser(ctx context.Context, cmd Cmd, p messages.UserRegist
 // no one suspends themselves (forbidden), so an org keeps a manager.
 func (s *Store) SuspendUser(ctx context.Context, cmd Cmd, p messages.UserSuspendPayload) (User, error) {
 	var u User
-	st := orgStep(machine.User, machine.UserSuspend, s.users, userKey(p.UserID), "USER#"+p.UserID, machine.OrgInput{OrgID: p.OrgID})
+	st := orgStep(machine.User, machine.UserSuspend, s.users, userKey(p.UserID), "USER#"+p.UserID, machine.OrgInput{OrgID: p.OrgID, Now: iso(cmd.At)})
 	err := applyJoined(ctx, s, cmd, st, func(machine.Item, *machine.OrgInput) ([]joined, machine.Outcome, error) {
 		if p.Actor.User() == p.UserID {
 			return nil, machine.Outcome{Reason: messages.ReasonForbidden}, nil

@@ -383,11 +383,13 @@ func (s *Store) modelAllowed(ctx context.Context, orgID, userID, projectID strin
 	return js, machine.Outcome{}, nil
 }
 
-// Lease is a task leased: the task and its lease.
+// Lease is a task leased: the task and its lease, decided at DecidedAt.
+// With no task, it is the answer that none was to lease.
 type Lease struct {
 	Task           Task   `json:"task"`
 	Attempts       int    `json:"attempts"`
 	LeaseExpiresAt string `json:"lease_expires_at"`
+	DecidedAt      string `json:"decided_at"`
 }
 
 // ErrNothingToLease means no task of the org was leasable by the agent.
@@ -427,16 +429,23 @@ func (s *Store) LeaseTask(ctx context.Context, cmd Cmd, p messages.TaskLeasePayl
 		}
 		start = next
 	}
-	if _, err := s.record(ctx, cmd, "AGENT#"+p.OrgID+"/"+p.AgentID, Applied, "empty", Lease{}, &lease); err != nil {
+	lease = Lease{DecidedAt: now}
+	var recorded Lease
+	replayed, err := s.record(ctx, cmd, "AGENT#"+p.OrgID+"/"+p.AgentID, Applied, "empty", lease, &recorded)
+	if err != nil {
 		return Lease{}, fmt.Errorf("lease for %s: %w", p.AgentID, err)
+	}
+	if replayed {
+		lease = recorded
 	}
 	return orNothing(lease)
 }
 
-// orNothing is ErrNothingToLease for an empty lease, recorded or not.
+// orNothing is ErrNothingToLease, with the lease saying when, for an
+// empty lease, recorded or not.
 func orNothing(lease Lease) (Lease, error) {
 	if lease.Task.TaskID == "" {
-		return Lease{}, ErrNothingToLease
+		return lease, ErrNothingToLease
 	}
 	return lease, nil
 }
@@ -503,11 +512,18 @@ func (s *Store) leaseOne(ctx context.Context, cmd Cmd, p messages.TaskLeasePaylo
 	if err := attributevalue.UnmarshalMap(decided.Next, &leased); err != nil {
 		return Lease{}, false, fmt.Errorf("decode task %s: %w", q.TaskID, err)
 	}
-	lease := Lease{Task: leased, Attempts: q.Attempts + 1, LeaseExpiresAt: in.LeaseExpiresAt}
+	lease := Lease{Task: leased, Attempts: q.Attempts + 1, LeaseExpiresAt: in.LeaseExpiresAt, DecidedAt: in.Now}
 	st.details = lease
-	out, err = write(ctx, s, cmd, st, read, &lease)
-	if err != nil || !out.Applies() {
+	var recorded Lease
+	out, err = write(ctx, s, cmd, st, read, &recorded)
+	switch {
+	case err != nil || !out.Applies():
 		return Lease{}, false, err
+	case recorded.DecidedAt != "":
+		// Another delivery of the command decided first: its answer,
+		// whatever it was, is this one's.
+		lease, err := orNothing(recorded)
+		return lease, true, err
 	}
 	return lease, true, nil
 }
@@ -725,8 +741,7 @@ func (s *Store) RecordHeartbeat(ctx context.Context, cmd Cmd, p messages.AgentHe
 	in := machine.TaskInput{Now: now, Agent: p.AgentID, Row: row, LeaseExpiresAt: iso(cmd.At.Add(leaseFor))}
 	st := step[machine.TaskInput]{m: machine.Agent, t: machine.Agent.Transition(machine.AgentHeartbeat), table: s.agents,
 		key: orgItemKey(p.OrgID, agent.SK), in: in, entity: "AGENT#" + p.OrgID + "/" + p.AgentID}
-	hb := Heartbeat{Agent: agent}
-	st.details = &hb
+	var hb, recorded Heartbeat
 	err = retrying(ctx, st, func() error {
 		hb = Heartbeat{Agent: agent}
 		st.with = nil
@@ -740,9 +755,13 @@ func (s *Store) RecordHeartbeat(ctx context.Context, cmd Cmd, p messages.AgentHe
 				hb.Renewed, hb.LeaseExpiresAt = true, in.LeaseExpiresAt
 			}
 		}
-		_, err := write(ctx, s, cmd, st, nil, &hb)
+		st.details = hb
+		_, err := write(ctx, s, cmd, st, nil, &recorded)
 		return err
 	})
+	if recorded.Agent.AgentID != "" {
+		hb = recorded // a delivery before this one decided
+	}
 	return hb, wrap(err, "heartbeat of %s", p.AgentID)
 }
 

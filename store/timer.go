@@ -460,16 +460,20 @@ func (s *Store) FinishFiring(ctx context.Context, cmd Cmd, t Timer, f Firing) (F
 	st := s.timerStep(transition, t.ShardID, t.ID, machine.TimerInput{UUID: t.UUID, Holder: cmd.ID, Row: row})
 	st.details, st.reason = f, f.Result
 	var out machine.Outcome
+	var recorded Firing
 	err = retrying(ctx, st, func() (err error) {
-		out, err = write(ctx, s, cmd, st, read, &f)
+		out, err = write(ctx, s, cmd, st, read, &recorded)
 		return err
 	})
 	if err == nil && !out.Applies() {
 		// Replaced or deleted meanwhile: the firing happened all the same.
-		_, err = s.record(ctx, cmd, timerEntity(t.ID), Applied, f.Result, f, &f)
+		_, err = s.record(ctx, cmd, timerEntity(t.ID), Applied, f.Result, f, &recorded)
 	}
 	if err != nil {
 		return Firing{}, fmt.Errorf("record firing of timer %s: %w", t.ID, err)
+	}
+	if recorded.Result != "" {
+		return recorded, nil // a delivery before this one decided
 	}
 	return f, nil
 }
