@@ -26,6 +26,8 @@ func runBench(ctx context.Context, args []string) error {
 	fs.StringVar(&o.OutDir, "out", "bench/out", "where report.json and throughput.svg go")
 	fs.IntVar(&o.Timers, "timers", 2000, "timers in the timer case (0 skips it)")
 	fs.DurationVar(&o.TimerSpread, "timer-spread", 3*time.Second, "the timer case's timers fall due within this")
+	fs.IntVar(&o.Tasks, "tasks", 300, "tasks leased in the task case (0 skips it)")
+	fs.IntVar(&o.Agents, "agents", 20, "agents leasing tasks in the task case, each a closed loop")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -34,6 +36,9 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	if o.Timers < 0 || o.TimerSpread <= 0 {
 		return fmt.Errorf("--timers %d / --timer-spread %s: want 0 or more timers within a positive spread", o.Timers, o.TimerSpread)
+	}
+	if o.Tasks < 0 || o.Agents < 1 || o.Agents > 1000 {
+		return fmt.Errorf("--tasks %d / --agents %d: want 0 or more tasks and 1 to 1000 agents", o.Tasks, o.Agents)
 	}
 	if o.Rounds < 1 {
 		return fmt.Errorf("--rounds: %d, want at least 1", o.Rounds)

@@ -29,6 +29,8 @@ type Options struct {
 	// Timers due within TimerSpread in the timer case; 0 skips it.
 	Timers      int
 	TimerSpread time.Duration
+	// Tasks leased by Agents agents in the task case; 0 skips it.
+	Tasks, Agents int
 	// OutDir receives report.json, throughput.svg and the workers' stats.
 	OutDir string
 	// Executable is the transit binary the workers run.
@@ -43,6 +45,7 @@ type Report struct {
 	Floor      perCommand       `json:"floor"`
 	Contention ContentionResult `json:"contention"`
 	Timers     *TimerResult     `json:"timers,omitempty"`
+	Tasks      *TaskCase        `json:"tasks,omitempty"`
 }
 
 // Run starts its own emulators, measures, prints the report to out and
@@ -84,6 +87,14 @@ func Run(ctx context.Context, o Options, out io.Writer) (Report, error) {
 			return rep, fmt.Errorf("timers: %w", err)
 		}
 		rep.Timers = &t
+	}
+	if o.Tasks > 0 {
+		fmt.Fprintf(out, "tasks: %d leased by %d agents, baseline then transit...\n", o.Tasks, o.Agents)
+		t, err := runTaskCase(ctx, o)
+		if err != nil {
+			return rep, fmt.Errorf("tasks: %w", err)
+		}
+		rep.Tasks = &t
 	}
 	rep.Write(out)
 	b, _ := json.MarshalIndent(rep, "", "  ")

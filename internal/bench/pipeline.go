@@ -50,7 +50,8 @@ type PipelineResult struct {
 	Anomalies int `json:"anomalies"`
 }
 
-// stack is one freshly provisioned stack with its pool and event reader.
+// stack is one freshly provisioned stack with its event reader: the
+// clients' side of one domain.
 type stack struct {
 	svc      *service.Service
 	queueURL string
@@ -66,6 +67,18 @@ type stack struct {
 
 // newStack provisions a stack named prefix and seeds a pool of n sandboxes.
 func newStack(ctx context.Context, prefix string, pool int) (*stack, error) {
+	svc, err := provisioned(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	if err := seed(ctx, svc, prefix, pool); err != nil {
+		return nil, err
+	}
+	return openStack(ctx, svc, messages.Sandbox)
+}
+
+// provisioned is a freshly provisioned stack named prefix.
+func provisioned(ctx context.Context, prefix string) (*service.Service, error) {
 	cfg, err := defaultConfig(prefix)
 	if err != nil {
 		return nil, err
@@ -74,17 +87,17 @@ func newStack(ctx context.Context, prefix string, pool int) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := svc.Provision(ctx); err != nil {
-		return nil, err
-	}
-	if err := seed(ctx, svc, prefix, pool); err != nil {
-		return nil, err
-	}
-	q, err := svc.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(svc.Stack.CommandQueue(messages.Sandbox))})
+	return svc, svc.Provision(ctx)
+}
+
+// openStack is the clients' side of svc's domain d: its command queue
+// to send to, and a tap on its events with their reader running.
+func openStack(ctx context.Context, svc *service.Service, d messages.Domain) (*stack, error) {
+	q, err := svc.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(svc.Stack.CommandQueue(d))})
 	if err != nil {
 		return nil, err
 	}
-	tap, err := svc.NewTap(ctx, "", messages.Sandbox)
+	tap, err := svc.NewTap(ctx, "", d)
 	if err != nil {
 		return nil, err
 	}
