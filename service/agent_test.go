@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"transit/config"
 	"transit/internal/agent"
 	"transit/machine"
 	"transit/messages"
@@ -23,11 +24,15 @@ import (
 // script, on the stack: its own queue subscribed to the task events, as
 // `transit agent --once` does. wait returns Run's error once the agent is
 // done and its queue gone.
-func (s *stack) startAgent(agentID, script string) (wait func() error) {
+func (s *stack) startAgent(agentID, script string, modify ...func(*agent.Config)) (wait func() error) {
 	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := agent.New(agent.Config{OrgID: "acme", AgentID: agentID, Exec: script, Dir: s.t.TempDir(), Once: true,
-		Capabilities: []string{"interactive"}, Timeout: time.Minute, Version: "test", Logger: s.svc.Logger})
+	cfg := agent.Config{OrgID: "acme", AgentID: agentID, Exec: script, Dir: s.t.TempDir(), Once: true,
+		Capabilities: []string{"interactive"}, Timeout: time.Minute, Version: "test", Logger: s.svc.Logger}
+	for _, m := range modify {
+		m(&cfg)
+	}
+	a, err := agent.New(cfg)
 	require.NoError(s.t, err)
 	topic, err := s.svc.TopicARN(ctx, s.svc.Stack.EventTopic(messages.Task))
 	require.NoError(s.t, err)
@@ -192,4 +197,26 @@ func TestAgent_stops_a_cancelled_task(t *testing.T) {
 	events, _, err := s.svc.Store.TaskHistory(context.Background(), "t-1")
 	require.NoError(t, err)
 	assert.Equal(t, "CANCELLED", events[len(events)-1].Type, "nothing reported after the cancellation")
+}
+
+// TestAgent_heartbeats_keep_a_long_task_leased: a task that runs longer
+// than the lease, with one attempt, completes: each heartbeat naming it
+// renews the lease and re-arms its timer, so it is never requeued or
+// stuck. (Heartbeats race the task's own transactions: not moto-safe.)
+func TestAgent_heartbeats_keep_a_long_task_leased(t *testing.T) {
+	s := newStack(t, func(c *config.Config) { c.TaskLease, c.TaskMaxAttempts = 3*time.Second, 1 })
+	s.serve(service.ServeOptions{})
+	s.org()
+	s.queueTask("t-1", "Take a while")
+	wait := s.startAgent("agent-1", `echo "working"; sleep 7; echo "done"`, func(c *agent.Config) { c.Heartbeat = 500 * time.Millisecond })
+	require.NoError(t, wait())
+
+	task, _, err := s.svc.Store.GetTask(context.Background(), "acme", "t-1")
+	require.NoError(t, err)
+	assert.Equal(t, machine.TaskCompleted, task.State, "error: %s", task.Error)
+	events, _, err := s.svc.Store.TaskHistory(context.Background(), "t-1")
+	require.NoError(t, err)
+	for _, e := range events {
+		assert.NotContains(t, []string{"REQUEUED", "RETRIED", "ERROR"}, e.Type, "the lease never ran out")
+	}
 }
