@@ -15,6 +15,9 @@ const (
 	TaskCancelled        = "CANCELLED"
 )
 
+// TaskClaimed is the one state of a task ID's claim.
+const TaskClaimed = "claimed"
+
 // States of the queue item, the agent and the notification. A queue item
 // exists while its task has not ended (a lease is its owner, a guard); a
 // notification exists once sent (read is a flag, not a state).
@@ -207,6 +210,22 @@ var Task = &Machine[TaskInput]{
 			Event:  messages.TaskStuck, Refuse: ended,
 		},
 	},
+}
+
+// TaskClaimTake names the claim's one transition.
+const TaskClaimTake = "claim"
+
+// TaskClaim is the machine of a task ID's claim: a task's events and log
+// lines are keyed by its ID alone, so one org queuing an ID another org
+// already used is refused (already_exists) rather than writing into that
+// task's history. The claim is taken in the queuing's transaction.
+var TaskClaim = &Machine[TaskInput]{
+	Name: "task-claim", State: "claimState", Key: "PK", Unset: TaskClaimed, States: []string{TaskClaimed},
+	Transitions: []Transition[TaskInput]{{
+		Name: TaskClaimTake, Command: messages.TaskQueue, From: []string{Absent}, To: TaskClaimed,
+		Set:      copyFrom([]string{"PK", "SK", "orgId"}, func(in TaskInput) Item { return in.Row }),
+		Rejected: messages.TaskRejected, Refuse: map[string]string{TaskClaimed: messages.ReasonAlreadyExists},
+	}},
 }
 
 // Names of the queue item transitions.

@@ -252,3 +252,18 @@ func TestNotification_every_state_and_transition(t *testing.T) {
 	delete(n, "userId")
 	assert.True(t, machine.Notification.Decide(read, n, n, other).Applies(), "one sent to all")
 }
+
+// TestTaskClaim_every_state_and_transition: an ID is claimed once.
+func TestTaskClaim_every_state_and_transition(t *testing.T) {
+	claimed := machine.TaskClaimed
+	in := taskInput()
+	in.Row = item(t, map[string]any{"PK": "TASKID#t-1", "SK": "CLAIM", "orgId": "acme"})
+	checkTable(t, machine.TaskClaim, map[string]map[string]cell{
+		machine.TaskClaimTake: {machine.Absent: {to: claimed}, claimed: {reason: messages.ReasonAlreadyExists}},
+	}, func(t *testing.T, state string) machine.Item {
+		if state == machine.Absent {
+			return nil
+		}
+		return in.Row
+	}, in)
+}

@@ -222,6 +222,17 @@ func TestTasks_illegal_steps_are_rejected_and_change_nothing(t *testing.T) {
 	s.apply(messages.TaskQueue, messages.TaskQueuePayload{OrgID: "acme", TaskID: "t-1", ProjectID: "web", Prompt: "p", Actor: "user:u-dev"}, messages.TaskQueued)
 	assert.Equal(t, messages.ReasonAlreadyExists, s.rejected(messages.TaskQueue, messages.TaskQueuePayload{
 		OrgID: "acme", TaskID: "t-1", ProjectID: "web", Prompt: "again", Actor: "user:u-dev"}))
+	// A task's history is keyed by its ID alone: another org cannot take
+	// an ID in use and write into that history.
+	s.apply(messages.ProjectCreate, messages.ProjectCreatePayload{OrgID: "rival", ProjectID: "web", Name: "Web", Actor: "user:u-rival"}, messages.ProjectCreated)
+	assert.Equal(t, messages.ReasonAlreadyExists, s.rejected(messages.TaskQueue, messages.TaskQueuePayload{
+		OrgID: "rival", TaskID: "t-1", ProjectID: "web", Prompt: "mine", Actor: "user:u-rival"}), "another org's task ID")
+	_, found, err := s.svc.Store.GetTask(ctx, "rival", "t-1")
+	require.NoError(t, err)
+	assert.False(t, found)
+	history, _, err := s.svc.Store.TaskHistory(ctx, "t-1")
+	require.NoError(t, err)
+	assert.Len(t, history, 2, "t-1's history is acme's alone")
 	assert.Equal(t, messages.ReasonWrongState, s.rejected(messages.TaskStart, agentCmd("t-1")), "not leased yet")
 	s.apply(messages.TaskLease, messages.TaskLeasePayload{OrgID: "acme", AgentID: "agent-1"}, messages.TaskLeased)
 	other := agentCmd("t-1")

@@ -73,6 +73,18 @@ type Task struct {
 	EventSeq int64 `dynamodbav:"eventSeq" json:"event_seq"`
 }
 
+// TaskClaim holds a task ID for one org, in the Tasks table: the task's
+// events and log lines are keyed by its ID alone.
+type TaskClaim struct {
+	// PK is TASKID#<taskId>. The claim has none of the tasks' index
+	// attributes, so it stays out of every index.
+	PK string `dynamodbav:"PK"`
+	// SK is CLAIM.
+	SK string `dynamodbav:"SK"`
+	// OrgID is the org whose task the ID names.
+	OrgID string `dynamodbav:"orgId"`
+}
+
 // QueueItem is a task's place in its org's queue, from queued until the
 // task ends.
 type QueueItem struct {
@@ -330,13 +342,24 @@ func (s *Store) QueueTask(ctx context.Context, cmd Cmd, p messages.TaskQueuePayl
 		if err != nil {
 			return nil, machine.Outcome{}, err
 		}
+		claimRow, err := rawItem(TaskClaim{PK: "TASKID#" + p.TaskID, SK: "CLAIM", OrgID: p.OrgID})
+		if err != nil {
+			return nil, machine.Outcome{}, err
+		}
+		// Not read first: the task's own put refuses an ID the org used,
+		// the claim one another org used, decided on what DynamoDB returns.
+		claim, _, err := join(step[machine.TaskInput]{m: machine.TaskClaim, t: machine.TaskClaim.Transition(machine.TaskClaimTake),
+			table: s.tasks, key: machine.Item{"PK": claimRow["PK"], "SK": claimRow["SK"]}, in: machine.TaskInput{Row: claimRow}}, nil)
+		if err != nil {
+			return nil, machine.Outcome{}, err
+		}
 		events, err := s.appended(Task{TaskID: p.TaskID, CorrelationID: cmd.CorrelationID}, now, p.Actor,
 			event{typ: "CREATED", message: "task created: " + task.Title, payload: map[string]string{"project_id": p.ProjectID, "model": task.Model}},
 			event{typ: "QUEUED", message: fmt.Sprintf("queued at priority %d", task.Priority)})
 		if err != nil {
 			return nil, machine.Outcome{}, err
 		}
-		return append(append(append(js, allowed...), joined{item: enqueue}), events...), machine.Outcome{}, nil
+		return append(append(append(js, allowed...), claim, joined{item: enqueue}), events...), machine.Outcome{}, nil
 	}, &task)
 	return task, wrap(err, "queue task %s", p.TaskID)
 }

@@ -131,6 +131,7 @@ var machines = map[string]interface{ Mermaid() string }{
 	machine.Settings.Name:     machine.Settings,
 	machine.Secret.Name:       machine.Secret,
 	machine.Task.Name:         machine.Task,
+	machine.TaskClaim.Name:    machine.TaskClaim,
 	machine.Queue.Name:        machine.Queue,
 	machine.Agent.Name:        machine.Agent,
 	machine.Notification.Name: machine.Notification,

@@ -38,7 +38,7 @@ var itemTypes = map[string][]itemType{
 	"Settings":      {{"store", "ScopeSettings"}},
 	"Secrets":       {{"store", "Secret"}},
 	"Agents":        {{"store", "Agent"}},
-	"Tasks":         {{"store", "Task"}},
+	"Tasks":         {{"store", "Task"}, {"store", "TaskClaim"}},
 	"Queue":         {{"store", "QueueItem"}},
 	"TaskEvents":    {{"store", "TaskEvent"}},
 	"Logs":          {{"store", "LogEntry"}},
