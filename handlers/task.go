@@ -19,6 +19,8 @@ type taskStore interface {
 	ExpireLease(ctx context.Context, cmd store.Cmd, p messages.TaskLeaseExpiredPayload, maxAttempts int) (store.TaskChange, error)
 	RecordHeartbeat(ctx context.Context, cmd store.Cmd, p messages.AgentHeartbeatPayload, leaseFor time.Duration) (store.Heartbeat, error)
 	AgentSilence(ctx context.Context, cmd store.Cmd, p messages.AgentSilentPayload) (store.Agent, *store.Notification, error)
+	CurrentLease(ctx context.Context, orgID, taskID string) (store.QueueItem, bool, error)
+	GetAgent(ctx context.Context, orgID, agentID string) (store.Agent, bool, error)
 	ReadNotification(ctx context.Context, cmd store.Cmd, p messages.NotificationReadPayload) (store.Notification, error)
 }
 
@@ -236,6 +238,9 @@ func (h *Task) changed(c store.Cmd, ts store.TaskStep, ch store.TaskChange) []me
 func (h *Task) expire(ctx context.Context, c store.Cmd, p *messages.TaskLeaseExpiredPayload) ([]messages.Out, error) {
 	c.Actor = string(p.Actor)
 	ch, err := h.store.ExpireLease(ctx, c, *p, h.policy.MaxAttempts)
+	if rej, ok := store.AsRejection(err); ok && rej.Reason == machine.ReasonRenewed {
+		return h.rearmLease(ctx, c, rej.At, p.OrgID, p.TaskID)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -244,6 +249,24 @@ func (h *Task) expire(ctx context.Context, c store.Cmd, p *messages.TaskLeaseExp
 		ts.Transition, ts.In.Error = machine.TaskStuck, ch.Task.Error
 	}
 	return h.changed(c, ts, ch), nil
+}
+
+// rearmLease arms the lease timer again for the lease as it now is. A
+// timer that finds its lease renewed is usually replaced already; but
+// SQS does not keep order, and a heartbeat's older timer.create applied
+// after a newer one would leave a timer due before the lease ends: it
+// fires, finds the lease renewed, and without this nothing would ever
+// expire the lease.
+func (h *Task) rearmLease(ctx context.Context, c store.Cmd, decided time.Time, orgID, taskID string) ([]messages.Out, error) {
+	q, found, err := h.store.CurrentLease(ctx, orgID, taskID)
+	if err != nil || !found || q.LeaseOwner == "" {
+		return nil, err
+	}
+	timer, err := h.leaseTimer(c, decided, orgID, taskID, q.LeaseOwner, parseISO(q.LeaseExpiresAt))
+	if err != nil {
+		return nil, err
+	}
+	return []messages.Out{timer}, nil
 }
 
 // heartbeat keeps the agent online: it re-arms the agent's silence timer
@@ -286,6 +309,20 @@ func (h *Task) silenceTimer(c store.Cmd, decided time.Time, orgID, agentID, hear
 func (h *Task) silent(ctx context.Context, c store.Cmd, p *messages.AgentSilentPayload) ([]messages.Out, error) {
 	c.Actor = string(p.Actor)
 	a, _, err := h.store.AgentSilence(ctx, c, *p)
+	if rej, ok := store.AsRejection(err); ok && rej.Reason == machine.ReasonHeard {
+		// As for leases (rearmLease): a silence timer armed for an older
+		// heartbeat may have replaced the newest one's.
+		a, found, err := h.store.GetAgent(ctx, p.OrgID, p.AgentID)
+		if err != nil || !found || a.Status != machine.AgentOnline {
+			return nil, err
+		}
+		heard := parseISO(a.LastHeartbeatAt)
+		timer, err := h.silenceTimer(c, rej.At, p.OrgID, p.AgentID, a.LastHeartbeatAt, heard.Add(h.policy.StaleAfter))
+		if err != nil {
+			return nil, err
+		}
+		return []messages.Out{timer}, nil
+	}
 	if err != nil {
 		return nil, err
 	}

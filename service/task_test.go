@@ -389,3 +389,37 @@ func TestSecrets_sealed_outside_development(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, found)
 }
+
+// TestTasks_a_late_older_lease_timer_does_not_strand_the_lease: SQS does
+// not keep order, so a heartbeat's older timer.create may replace a newer
+// one and fire before the lease ends. The lease, found renewed, arms its
+// timer again for when it really ends, and the task is requeued then.
+func TestTasks_a_late_older_lease_timer_does_not_strand_the_lease(t *testing.T) {
+	s := newStack(t, func(c *config.Config) { c.SandboxExpiry, c.TaskLease, c.TaskMaxAttempts = config.ExpiryTimer, 4*time.Second, 2 })
+	s.serve(service.ServeOptions{})
+	s.org()
+	s.apply(messages.TaskQueue, messages.TaskQueuePayload{OrgID: "acme", TaskID: "t-1", ProjectID: "web", Prompt: "p", Actor: "user:u-dev"}, messages.TaskQueued)
+	s.apply(messages.TaskLease, messages.TaskLeasePayload{OrgID: "acme", AgentID: "agent-1"}, messages.TaskLeased)
+	s.send(uuid.NewString(), messages.AgentHeartbeat, messages.AgentHeartbeatPayload{OrgID: "acme", AgentID: "agent-1", Host: "laptop", CurrentTaskID: "t-1"})
+	leaseTimers := func(evs []service.TapEvent) int {
+		n := 0
+		for _, e := range ofType(evs, messages.TimerCreated) {
+			if payloadOf[messages.TimerCreatedPayload](t, e).TimerID == "task-lease:acme:t-1" {
+				n++
+			}
+		}
+		return n
+	}
+	// Armed by the lease, then again by the heartbeat that renewed it.
+	s.collect(30*time.Second, func(evs []service.TapEvent) bool { return leaseTimers(evs) == 2 })
+
+	// An older timer.create for the lease timer, applied last: due now.
+	expire, err := messages.NewCommand(uuid.NewString(), messages.TaskLeaseExpire,
+		messages.TaskLeaseExpiredPayload{OrgID: "acme", TaskID: "t-1", AgentID: "agent-1"}, time.Now())
+	require.NoError(t, err)
+	s.apply(messages.TimerCreate, messages.TimerCreatePayload{TimerID: "task-lease:acme:t-1", ExecuteAt: time.Now(),
+		Callback: "sqs://" + s.svc.Stack.CommandQueue(messages.Task), Payload: expire}, messages.TimerCreated)
+
+	requeued := s.collect(30*time.Second, func(evs []service.TapEvent) bool { return len(ofType(evs, messages.TaskRequeued)) > 0 })
+	assert.Equal(t, "agent-1", payloadOf[messages.TaskChangedPayload](t, ofType(requeued, messages.TaskRequeued)[0]).AgentID)
+}

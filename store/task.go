@@ -681,6 +681,20 @@ func levelOf(typ string) string {
 	return "info"
 }
 
+// CurrentLease reads a task's queue item as it is: its lease, if any.
+func (s *Store) CurrentLease(ctx context.Context, orgID, taskID string) (QueueItem, bool, error) {
+	task, found, err := s.GetTask(ctx, orgID, taskID)
+	if err != nil || !found {
+		return QueueItem{}, false, err
+	}
+	return getItem[QueueItem](ctx, s.db, s.queue, queueKey(orgID, task.CreatedAt, taskID))
+}
+
+// GetAgent reads an agent.
+func (s *Store) GetAgent(ctx context.Context, orgID, agentID string) (Agent, bool, error) {
+	return getItem[Agent](ctx, s.db, s.agents, orgItemKey(orgID, "AGENT#"+agentID))
+}
+
 // GetTask reads a task.
 func (s *Store) GetTask(ctx context.Context, orgID, taskID string) (Task, bool, error) {
 	return getItem[Task](ctx, s.db, s.tasks, taskKey(orgID, taskID))
@@ -708,7 +722,7 @@ func (s *Store) ExpireLease(ctx context.Context, cmd Cmd, p messages.TaskLeaseEx
 		return TaskChange{}, fmt.Errorf("expire lease of %s: %w", p.TaskID, err)
 	}
 	in := machine.TaskInput{Now: iso(cmd.At), Agent: p.AgentID, MaxAttempts: maxAttempts,
-		Error: fmt.Sprintf("lease expired %d times", maxAttempts)}
+		Error: fmt.Sprintf("no agent finished it: the lease of its last attempt (%d of %d) ran out", maxAttempts, maxAttempts)}
 	ts := TaskStep{OrgID: p.OrgID, TaskID: p.TaskID, Actor: p.Actor, In: in,
 		Transition: machine.TaskRequeue, Queue: machine.QueueRequeue, Message: "lease of " + p.AgentID + " expired"}
 	var attempts int

@@ -51,7 +51,7 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: transit SUBCOMMAND [flags]   (each subcommand takes -h)")
-	for _, name := range []string{"serve", "provision", "deprovision", "send", "watch", "dlq", "query", "agent", "provider-stub", "bench", "schema"} {
+	for _, name := range []string{"serve", "provision", "deprovision", "send", "watch", "dlq", "query", "tail", "agent", "provider-stub", "bench", "schema"} {
 		fmt.Fprintln(os.Stderr, "  "+subcommands[name].usage)
 	}
 }
