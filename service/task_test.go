@@ -395,7 +395,9 @@ func TestSecrets_sealed_outside_development(t *testing.T) {
 // one and fire before the lease ends. The lease, found renewed, arms its
 // timer again for when it really ends, and the task is requeued then.
 func TestTasks_a_late_older_lease_timer_does_not_strand_the_lease(t *testing.T) {
-	s := newStack(t, func(c *config.Config) { c.SandboxExpiry, c.TaskLease, c.TaskMaxAttempts = config.ExpiryTimer, 4*time.Second, 2 })
+	s := newStack(t, func(c *config.Config) {
+		c.SandboxExpiry, c.TaskLease, c.TaskMaxAttempts = config.ExpiryTimer, 4*time.Second, 2
+	})
 	s.serve(service.ServeOptions{})
 	s.org()
 	s.apply(messages.TaskQueue, messages.TaskQueuePayload{OrgID: "acme", TaskID: "t-1", ProjectID: "web", Prompt: "p", Actor: "user:u-dev"}, messages.TaskQueued)
