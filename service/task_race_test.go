@@ -370,7 +370,9 @@ func (r *faultRun) checkLeases(evs []service.TapEvent, tasks []queuedTask, lease
 	audit := s.auditItems()
 	table := map[string]map[string]any{}
 	for _, item := range s.scan(store.Tasks) {
-		table[item["taskId"].(string)] = item
+		if id, isTask := item["taskId"].(string); isTask { // not a task ID's claim
+			table[id] = item
+		}
 	}
 	queue := map[string]map[string]any{}
 	for _, item := range s.scan(store.Queue) {
