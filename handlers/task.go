@@ -18,7 +18,7 @@ type taskStore interface {
 	ChangeTask(ctx context.Context, cmd store.Cmd, ts store.TaskStep) (store.TaskChange, error)
 	ExpireLease(ctx context.Context, cmd store.Cmd, p messages.TaskLeaseExpiredPayload, maxAttempts int) (store.TaskChange, error)
 	RecordHeartbeat(ctx context.Context, cmd store.Cmd, p messages.AgentHeartbeatPayload, leaseFor time.Duration) (store.Heartbeat, error)
-	AgentSilence(ctx context.Context, cmd store.Cmd, p messages.AgentSilentPayload) (store.Agent, *store.Notification, error)
+	AgentSilence(ctx context.Context, cmd store.Cmd, p messages.AgentSilentPayload) (store.Agent, error)
 	CurrentLease(ctx context.Context, orgID, taskID string) (store.QueueItem, bool, error)
 	GetAgent(ctx context.Context, orgID, agentID string) (store.Agent, bool, error)
 	ReadNotification(ctx context.Context, cmd store.Cmd, p messages.NotificationReadPayload) (store.Notification, error)
@@ -220,11 +220,11 @@ func (h *Task) changed(c store.Cmd, ts store.TaskStep, ch store.TaskChange) []me
 	var outs []messages.Out
 	if tr.Event == messages.TaskProgressed {
 		outs = one(tr.Event, parseISO(t.UpdatedAt), messages.TaskProgressedPayload{OrgID: t.OrgID, TaskID: t.TaskID, AgentID: t.AgentID,
-			Message: ts.Message, Lines: ch.Lines, FirstSeq: firstSeq(ts.Lines), LastSeq: lastSeq(ts.Lines), At: t.UpdatedAt})
+			Message: ts.Message, Lines: len(ts.Lines), FirstSeq: firstSeq(ts.Lines), LastSeq: lastSeq(ts.Lines), At: t.UpdatedAt})
 	} else {
 		outs = one(tr.Event, parseISO(t.UpdatedAt), messages.TaskChangedPayload{OrgID: t.OrgID, TaskID: t.TaskID, AgentID: t.AgentID, State: t.State,
 			At: t.UpdatedAt, By: ts.Actor, Question: ts.In.Question, Response: ts.In.Response, Result: ts.In.Result, Error: ts.In.Error,
-			Attempts: ch.Attempts})
+			Attempts: attemptsOf(ts.Transition, t)})
 	}
 	if t.EndedAt != "" && ts.Transition != machine.TaskStuck {
 		outs = append(outs, messages.Out{Type: messages.TimerDelete, At: parseISO(t.UpdatedAt), Command: true,
@@ -308,7 +308,7 @@ func (h *Task) silenceTimer(c store.Cmd, decided time.Time, orgID, agentID, hear
 // offline if it stays silent, or offline.
 func (h *Task) silent(ctx context.Context, c store.Cmd, p *messages.AgentSilentPayload) ([]messages.Out, error) {
 	c.Actor = string(p.Actor)
-	a, _, err := h.store.AgentSilence(ctx, c, *p)
+	a, err := h.store.AgentSilence(ctx, c, *p)
 	if rej, ok := store.AsRejection(err); ok && rej.Reason == machine.ReasonHeard {
 		// As for leases (rearmLease): a silence timer armed for an older
 		// heartbeat may have replaced the newest one's.
@@ -345,6 +345,15 @@ func (h *Task) read(ctx context.Context, c store.Cmd, p *messages.NotificationRe
 	c.Actor = string(p.Actor)
 	_, err := h.store.ReadNotification(ctx, c, *p)
 	return nil, err
+}
+
+// attemptsOf is what a requeued or stuck task's event says of its
+// leases: the task records the number of its last.
+func attemptsOf(transition string, t store.Task) int {
+	if transition == machine.TaskRequeue || transition == machine.TaskStuck {
+		return t.Attempts
+	}
+	return 0
 }
 
 func firstSeq(lines []messages.LogLine) int64 {

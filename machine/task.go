@@ -32,8 +32,9 @@ const (
 // Reasons that choose between transitions or candidates and never reach
 // a producer: a queue item another agent leased, one not visible yet or
 // reserved for another agent; a lease renewed since its timer was armed;
-// a lease with attempts left (requeued) or without (stuck); an agent
-// heard from since its silence timer was armed.
+// an agent heard from since its silence timer was armed. (A lease with
+// attempts left or spent reuses the sandbox's ReasonAttemptsLeft and
+// ReasonAttemptsSpent.)
 const (
 	ReasonLeased     = "leased"
 	ReasonNotVisible = "not_visible"
@@ -53,8 +54,8 @@ type TaskInput struct {
 	// What the transition records on the task.
 	Question, Response, Result, Error string
 	// Events is how many TaskEvents the transition appends: the task's
-	// eventSeq advances by it.
-	Events int
+	// eventSeq advances by it. Attempts is a lease's number.
+	Events, Attempts int
 	// LeaseExpiresAt is a new lease's end (as stored); MaxAttempts how
 	// many leases a task gets; ReadyKey a waiting item's ready-index key.
 	LeaseExpiresAt string
@@ -93,17 +94,6 @@ var (
 	live  = []string{TaskLeased, TaskRunning, TaskAwaitingResponse}
 	ended = map[string]string{TaskCompleted: messages.ReasonEnded, TaskError: messages.ReasonEnded, TaskCancelled: messages.ReasonEnded}
 )
-
-func endedOr(extra map[string]string) map[string]string {
-	refuse := map[string]string{}
-	for k, v := range ended {
-		refuse[k] = v
-	}
-	for k, v := range extra {
-		refuse[k] = v
-	}
-	return refuse
-}
 
 // sequenced is what every task transition does besides its own: pin the
 // event sequence it read (its TaskEvents take the next numbers), advance
@@ -147,7 +137,8 @@ var Task = &Machine[TaskInput]{
 		{
 			Name: TaskLease, Command: messages.TaskLease, Doc: "the most urgent visible task the agent may take",
 			From: []string{TaskQueued}, To: TaskLeased, Guards: []Guard[TaskInput]{sequenced},
-			Set:   advance(Assign[TaskInput]{"agentId", taskText(func(in TaskInput) string { return in.Agent })}),
+			Set: advance(Assign[TaskInput]{"agentId", taskText(func(in TaskInput) string { return in.Agent })},
+				Assign[TaskInput]{"attempts", func(in TaskInput, _ Item) any { return in.Attempts }}),
 			Event: messages.TaskLeased, Refuse: ended,
 		},
 		{

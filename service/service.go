@@ -178,9 +178,11 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 	if s.Config.SandboxExpiry == config.ExpiryTimer {
 		sandbox.WithExpiryTimers(s.Stack.CommandQueue(messages.Sandbox))
 	}
-	sealer, err := s.sealer(ctx)
-	if err != nil {
-		return err
+	var sealer handlers.Sealer
+	if served[messages.Org] {
+		if sealer, err = s.sealer(ctx); err != nil {
+			return err
+		}
 	}
 	domains := map[messages.Domain]router.Handler{
 		messages.Sandbox: sandbox,

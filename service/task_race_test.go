@@ -14,12 +14,8 @@ package service_test
 // specification to each rule on histories written by hand).
 //
 // An answer published again must be the first one byte for byte
-// (docs/delivery.md), occurred_at included. The task handler stamps a
-// lease's answer with the time of the delivery that publishes it, so
-// TestTaskRace_a_lease_delivered_again_is_the_same_event fails, and so do
-// the races wherever a lease is delivered again (always with three
-// deliveries; in the two-process race when a lease outlives its
-// visibility timeout), until a replay carries the recorded time.
+// (docs/delivery.md), occurred_at included:
+// TestTaskRace_a_lease_delivered_again_is_the_same_event.
 //
 // These tests race DynamoDB transactions: they are not moto-safe
 // (harness_test.go) and run on DynamoDB Local.

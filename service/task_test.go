@@ -415,6 +415,9 @@ func TestTasks_a_late_older_lease_timer_does_not_strand_the_lease(t *testing.T) 
 	// Armed by the lease, then again by the heartbeat that renewed it.
 	s.collect(30*time.Second, func(evs []service.TapEvent) bool { return leaseTimers(evs) == 2 })
 
+	renewed, _, err := s.svc.Store.CurrentLease(context.Background(), "acme", "t-1")
+	require.NoError(t, err)
+
 	// An older timer.create for the lease timer, applied last: due now.
 	expire, err := messages.NewCommand(uuid.NewString(), messages.TaskLeaseExpire,
 		messages.TaskLeaseExpiredPayload{OrgID: "acme", TaskID: "t-1", AgentID: "agent-1"}, time.Now())
@@ -423,5 +426,7 @@ func TestTasks_a_late_older_lease_timer_does_not_strand_the_lease(t *testing.T) 
 		Callback: "sqs://" + s.svc.Stack.CommandQueue(messages.Task), Payload: expire}, messages.TimerCreated)
 
 	requeued := s.collect(30*time.Second, func(evs []service.TapEvent) bool { return len(ofType(evs, messages.TaskRequeued)) > 0 })
-	assert.Equal(t, "agent-1", payloadOf[messages.TaskChangedPayload](t, ofType(requeued, messages.TaskRequeued)[0]).AgentID)
+	ev := payloadOf[messages.TaskChangedPayload](t, ofType(requeued, messages.TaskRequeued)[0])
+	assert.Equal(t, "agent-1", ev.AgentID)
+	assert.GreaterOrEqual(t, ev.At, renewed.LeaseExpiresAt, "requeued when the renewed lease ran out, not at the older timer")
 }

@@ -70,13 +70,15 @@ type auditItem struct {
 	GSI1SK string `dynamodbav:"gsi1sk"`
 	// Entity is ENTITY#<what the command acted on>: SANDBOX#<id>,
 	// TRACK#<track> (an allocation refused), POOL (a sync),
-	// LAYER#<region>.<package>#<version>, BUILD#<package>#<version> or
-	// TIMER#<timer ID>.
+	// LAYER#<region>.<package>#<version>, BUILD#<package>#<version>,
+	// TIMER#<timer ID>, ORG#<org>, USER#<user>, PROJECT#, SETTINGS#,
+	// SECRET#, TASK#, AGENT# or NOTIFICATION#<org>/<id>.
 	Entity string `dynamodbav:"entity"`
 	// Action is the command's type, e.g. sandbox.allocate.
 	Action string `dynamodbav:"action"`
-	// Actor is who asked: the track of a sandbox allocation or release;
-	// absent for other commands.
+	// Actor is who asked: the track of a sandbox allocation or release,
+	// the actor (user:<id>, agent:<id>, system) of an org or task
+	// command; absent for other commands.
 	Actor string `dynamodbav:"user_id,omitempty"`
 	// CommandID is the command's ID.
 	CommandID string `dynamodbav:"command_id"`
@@ -84,8 +86,8 @@ type auditItem struct {
 	CorrelationID string `dynamodbav:"correlation_id"`
 	// Status is applied or rejected.
 	Status string `dynamodbav:"status"`
-	// Reason is a rejection's reason, or what a timer firing did (fired,
-	// retry or failed).
+	// Reason is a rejection's reason, what a timer firing did (fired,
+	// retry or failed), or "empty" for a lease that found no task.
 	Reason string `dynamodbav:"reason,omitempty"`
 	// Details is the transition's result (JSON), enough to re-emit its events.
 	Details string `dynamodbav:"details,omitempty"`

@@ -138,7 +138,8 @@ func retrying[In any](ctx context.Context, st step[In], try func() error) error 
 // it returns the outcome that says why not, decided on read or, when
 // DynamoDB refuses the write, on the item DynamoDB returns with its
 // refusal. errStale means only a pin failed or another transaction held
-// one of the items; a refused item of st.with is a *conflictError.
+// one of the items; a refused item of st.with is decided by its refused
+// (a rejection, or errStale), or without one is a *conflictError.
 func write[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], read machine.Item, result any) (machine.Outcome, error) {
 	out, item, err := decidedWrite(st, read)
 	if err != nil || !out.Applies() {
@@ -175,7 +176,7 @@ func write[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], read mac
 			return refused, errStale
 		}
 		return refused, nil
-	case errors.As(err, &ce) && !ce.raced && ce.item > 0 && ce.item <= len(st.with) && st.with[ce.item-1].refused != nil:
+	case errors.As(err, &ce) && !ce.raced && ce.current != nil && ce.item > 0 && ce.item <= len(st.with) && st.with[ce.item-1].refused != nil:
 		refused := st.with[ce.item-1].refused(ce.current)
 		if refused.Applies() || refused.Stale {
 			return refused, errStale
@@ -268,7 +269,15 @@ func writeAlone[In any](ctx context.Context, db *dynamodb.Client, st step[In], r
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		out := st.m.Decide(st.t, ccf.Item, read, st.in)
+		current := ccf.Item
+		if current == nil {
+			// Not returned with the refusal (an emulator that does not):
+			// read it.
+			if current, err = getRaw(ctx, db, st.table, st.key); err != nil {
+				return nil, machine.Outcome{}, err
+			}
+		}
+		out := st.m.Decide(st.t, current, read, st.in)
 		switch {
 		case out.Stale:
 			return nil, out, errStale

@@ -370,11 +370,6 @@ func (s *Store) GetSecret(ctx context.Context, orgID, secretID string) (Secret, 
 	return getItem[Secret](ctx, s.db, s.secrets, orgItemKey(orgID, "SEC#"+secretID))
 }
 
-// GetUser reads a user.
-func (s *Store) GetUser(ctx context.Context, userID string) (User, bool, error) {
-	return getItem[User](ctx, s.db, s.users, userKey(userID))
-}
-
 // wrap adds context to err, keeping nil nil.
 func wrap(err error, format string, args ...any) error {
 	if err == nil {

@@ -167,8 +167,8 @@ func getItem[T any](ctx context.Context, db *dynamodb.Client, table string, key 
 	return v, true, nil
 }
 
-// query reads a table or one of its indexes (index empty for the table),
-// every page unless limit is set.
+// query reads a table, strongly consistent, or one of its indexes (index
+// empty for the table), every page unless limit is set.
 func query[T any](ctx context.Context, db *dynamodb.Client, table, index string, kc expression.KeyConditionBuilder, filter *expression.ConditionBuilder, limit int32) ([]T, error) {
 	b := expression.NewBuilder().WithKeyCondition(kc)
 	if filter != nil {
@@ -187,6 +187,10 @@ func query[T any](ctx context.Context, db *dynamodb.Client, table, index string,
 	}
 	if index != "" {
 		in.IndexName = aws.String(index)
+	} else {
+		// The table itself can be read strongly consistent, as every
+		// GetItem here is: what a transition just wrote is there.
+		in.ConsistentRead = aws.Bool(true)
 	}
 	if limit > 0 {
 		in.Limit = aws.Int32(limit)

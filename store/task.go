@@ -71,6 +71,9 @@ type Task struct {
 	// EventSeq is the number of the task's last TaskEvent: every
 	// transition appends its events after it, and pins it.
 	EventSeq int64 `dynamodbav:"eventSeq" json:"event_seq"`
+	// Attempts is the number of the task's last lease, kept when it is
+	// requeued.
+	Attempts int `dynamodbav:"attempts,omitempty" json:"attempts,omitempty"`
 }
 
 // TaskClaim holds a task ID for one org, in the Tasks table: the task's
@@ -302,7 +305,7 @@ func (s *Store) QueueTask(ctx context.Context, cmd Cmd, p messages.TaskQueuePayl
 	now := iso(cmd.At)
 	task := Task{PK: "ORG#" + p.OrgID, SK: "TASK#" + p.TaskID, TaskID: p.TaskID, OrgID: p.OrgID, ProjectID: p.ProjectID,
 		State: machine.TaskQueued, Title: p.Title, Prompt: p.Prompt, Priority: *p.Priority, CreatedAt: now, UpdatedAt: now,
-		CorrelationID: cmd.CorrelationID, Model: p.Model, DesiredAgentID: p.DesiredAgentID, CreatedBy: p.Actor.User(), EventSeq: 2}
+		CorrelationID: cmd.CorrelationID, Model: p.Model, DesiredAgentID: p.DesiredAgentID, CreatedBy: p.Actor.User()}
 	st := s.taskStep(machine.TaskQueue, p.OrgID, p.TaskID, machine.TaskInput{Now: now})
 	err := applyJoined(ctx, s, cmd, st, func(_ machine.Item, in *machine.TaskInput) ([]joined, machine.Outcome, error) {
 		var project Project
@@ -324,10 +327,18 @@ func (s *Store) QueueTask(ctx context.Context, cmd Cmd, p messages.TaskQueuePayl
 		if err != nil || !out.Applies() {
 			return nil, out, err
 		}
+		task.Model = p.Model // the defaults are settled again on each read
 		allowed, out, err := s.modelAllowed(ctx, p.OrgID, p.Actor.User(), p.ProjectID, &task, project)
 		if err != nil || !out.Applies() {
 			return nil, out, err
 		}
+		events, err := s.appended(Task{TaskID: p.TaskID, CorrelationID: cmd.CorrelationID}, now, p.Actor,
+			event{typ: "CREATED", message: "task created: " + task.Title, payload: map[string]string{"project_id": p.ProjectID, "model": task.Model}},
+			event{typ: "QUEUED", message: fmt.Sprintf("queued at priority %d", task.Priority)})
+		if err != nil {
+			return nil, machine.Outcome{}, err
+		}
+		task.EventSeq = int64(len(events))
 		row, err := rawItem(task)
 		if err != nil {
 			return nil, machine.Outcome{}, err
@@ -350,12 +361,6 @@ func (s *Store) QueueTask(ctx context.Context, cmd Cmd, p messages.TaskQueuePayl
 		// the claim one another org used, decided on what DynamoDB returns.
 		claim, _, err := join(step[machine.TaskInput]{m: machine.TaskClaim, t: machine.TaskClaim.Transition(machine.TaskClaimTake),
 			table: s.tasks, key: machine.Item{"PK": claimRow["PK"], "SK": claimRow["SK"]}, in: machine.TaskInput{Row: claimRow}}, nil)
-		if err != nil {
-			return nil, machine.Outcome{}, err
-		}
-		events, err := s.appended(Task{TaskID: p.TaskID, CorrelationID: cmd.CorrelationID}, now, p.Actor,
-			event{typ: "CREATED", message: "task created: " + task.Title, payload: map[string]string{"project_id": p.ProjectID, "model": task.Model}},
-			event{typ: "QUEUED", message: fmt.Sprintf("queued at priority %d", task.Priority)})
 		if err != nil {
 			return nil, machine.Outcome{}, err
 		}
@@ -515,7 +520,7 @@ func (s *Store) leaseOne(ctx context.Context, cmd Cmd, p messages.TaskLeasePaylo
 	if q.Attempts > 0 {
 		events = append(events, event{typ: "RETRIED", message: fmt.Sprintf("attempt %d", q.Attempts+1)})
 	}
-	st.in.Events = len(events)
+	st.in.Events, st.in.Attempts = len(events), q.Attempts+1
 	at := transitionTime(task, cmd.At)
 	st.in.Now = at
 	lq, out, err := join(qStep, item)
@@ -551,15 +556,9 @@ func (s *Store) leaseOne(ctx context.Context, cmd Cmd, p messages.TaskLeasePaylo
 	return lease, true, nil
 }
 
-// TaskChange is a task changed by a command: the task after it, and the
-// notification sent with it, if any.
+// TaskChange is a task changed by a command: the task after it.
 type TaskChange struct {
-	Task         Task          `json:"task"`
-	Notification *Notification `json:"notification,omitempty"`
-	// Lines is how many log lines a progress report wrote.
-	Lines int `json:"lines,omitempty"`
-	// Attempts is how many leases the task had, when its lease ran out.
-	Attempts int `json:"attempts,omitempty"`
+	Task Task `json:"task"`
 }
 
 // TaskStep is one command on one task: which transition, by whom, with
@@ -649,7 +648,6 @@ func (s *Store) ChangeTask(ctx context.Context, cmd Cmd, ts TaskStep) (TaskChang
 				return nil, machine.Outcome{}, err
 			}
 			js = append(js, joined{item: put})
-			change.Notification = &n
 		}
 		if ts.Queue != "" {
 			key := queueKey(ts.OrgID, task.CreatedAt, ts.TaskID)
@@ -665,7 +663,6 @@ func (s *Store) ChangeTask(ctx context.Context, cmd Cmd, ts TaskStep) (TaskChang
 			}
 			js = append(js, q)
 		}
-		change.Lines = len(ts.Lines)
 		return js, machine.Outcome{}, nil
 	}, &change.Task)
 	if err != nil {
@@ -725,7 +722,6 @@ func (s *Store) ExpireLease(ctx context.Context, cmd Cmd, p messages.TaskLeaseEx
 		Error: fmt.Sprintf("no agent finished it: the lease of its last attempt (%d of %d) ran out", maxAttempts, maxAttempts)}
 	ts := TaskStep{OrgID: p.OrgID, TaskID: p.TaskID, Actor: p.Actor, In: in,
 		Transition: machine.TaskRequeue, Queue: machine.QueueRequeue, Message: "lease of " + p.AgentID + " expired"}
-	var attempts int
 	if found {
 		read, err := getRaw(ctx, s.db, s.queue, queueKey(p.OrgID, task.CreatedAt, p.TaskID))
 		if err != nil {
@@ -736,15 +732,8 @@ func (s *Store) ExpireLease(ctx context.Context, cmd Cmd, p messages.TaskLeaseEx
 			ts.Notify = &Notification{Type: "QUEUE_STUCK", Title: "A task is stuck", Severity: "error",
 				Message: fmt.Sprintf("%s: no agent finished it in %d attempts", task.Title, maxAttempts)}
 		}
-		var q QueueItem
-		if err := attributevalue.UnmarshalMap(read, &q); err != nil {
-			return TaskChange{}, fmt.Errorf("decode queue item of %s: %w", p.TaskID, err)
-		}
-		attempts = q.Attempts
 	}
-	change, err := s.ChangeTask(ctx, cmd, ts)
-	change.Attempts = attempts
-	return change, err
+	return s.ChangeTask(ctx, cmd, ts)
 }
 
 // Heartbeat is an agent's heartbeat as applied: the agent, and whether it
@@ -827,14 +816,13 @@ func (s *Store) renewal(ctx context.Context, p messages.AgentHeartbeatPayload, i
 // heartbeat since heard turns stale, a stale one offline, with an
 // AGENT_OFFLINE notification for the whole org. One heard from since is
 // a *Rejection (heard), as is one already offline (wrong_state).
-func (s *Store) AgentSilence(ctx context.Context, cmd Cmd, p messages.AgentSilentPayload) (Agent, *Notification, error) {
+func (s *Store) AgentSilence(ctx context.Context, cmd Cmd, p messages.AgentSilentPayload) (Agent, error) {
 	key := orgItemKey(p.OrgID, "AGENT#"+p.AgentID)
 	var agent Agent
-	var sent *Notification
 	name := machine.AgentGoStale
 	read, err := getRaw(ctx, s.db, s.agents, key)
 	if err != nil {
-		return Agent{}, nil, err
+		return Agent{}, err
 	}
 	if status, _ := read[machine.Agent.State].(*types.AttributeValueMemberS); status != nil && status.Value == machine.AgentStale {
 		name = machine.AgentGoOffline
@@ -849,14 +837,14 @@ func (s *Store) AgentSilence(ctx context.Context, cmd Cmd, p messages.AgentSilen
 		n.SK = "NOTIF#" + n.CreatedAt + "#" + n.NotificationID
 		put, err := plainPut(s.notifications, n)
 		if err != nil {
-			return Agent{}, nil, err
+			return Agent{}, err
 		}
-		st.with, sent = []joined{{item: put}}, &n
+		st.with = []joined{{item: put}}
 	}
 	if err := apply(ctx, s, cmd, st, &agent); err != nil {
-		return Agent{}, nil, fmt.Errorf("%s %s: %w", name, p.AgentID, err)
+		return Agent{}, fmt.Errorf("%s %s: %w", name, p.AgentID, err)
 	}
-	return agent, sent, nil
+	return agent, nil
 }
 
 // ReadNotification marks a notification read, by its recipient (anyone of

@@ -35,6 +35,9 @@ func runAgent(ctx context.Context, args []string) error {
 	if cfg.OrgID == "" || cfg.AgentID == "" || cfg.Exec == "" || fs.NArg() > 0 {
 		return errors.New("usage: transit agent --org O --agent A --exec CMD [--dir D] [--capabilities C,…] [--once]")
 	}
+	if cfg.Heartbeat <= 0 || cfg.Poll <= 0 || cfg.Timeout <= 0 {
+		return fmt.Errorf("--heartbeat %s, --poll %s, --timeout %s: each must be more than 0", cfg.Heartbeat, cfg.Poll, cfg.Timeout)
+	}
 	for _, c := range strings.Split(capabilities, ",") {
 		if c = strings.TrimSpace(c); c != "" {
 			cfg.Capabilities = append(cfg.Capabilities, c)

@@ -13,7 +13,7 @@ import (
 	"transit/messages"
 )
 
-// Streams and levels of the log lines an agent reports (messages.LogLine).
+// Streams of the log lines an agent reports (messages.LogLine).
 const (
 	stdout = "stdout"
 	stderr = "stderr"

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"sync"
 	"time"
 
 	"transit/messages"
@@ -30,7 +29,6 @@ type process struct {
 	// err is then Wait's error.
 	done chan struct{}
 	err  error
-	once sync.Once
 }
 
 // startProcess starts the command for a task.
