@@ -180,7 +180,7 @@ func (h *Task) progress(ctx context.Context, c store.Cmd, p *messages.TaskProgre
 	c.Actor = string(p.Actor)
 	ts := store.TaskStep{Message: p.Message, Lines: p.Lines}
 	if ts.Message == "" {
-		ts.Message = fmt.Sprintf("%d log lines", len(p.Lines))
+		ts.Message = fmt.Sprintf("%d log line(s)", len(p.Lines))
 	}
 	ts.Transition = machine.TaskProgress
 	return h.change(ctx, c, p.TaskAgentPayload, ts)

@@ -137,7 +137,7 @@ $T agent --org acme --agent laptop-1 --once --capabilities interactive --exec '
   read db
   echo "created the sessions table in $db"' 2>bin/agent.log
 wait "$answerer" "$tailer"
-$T query tasks --project web
+$T query tasks --org acme --project web
 echo
 echo "transit serve keeps running (log: bin/serve.log). Try:"
 echo "  bin/transit send sandbox.allocate --track_id my-track --wait"

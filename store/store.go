@@ -251,15 +251,19 @@ type Page[T any] struct {
 
 // newestFirst reads one page of at most limit items of a table's index,
 // newest first (descending sort key), from cursor (a Page's Next; ""
-// for the first page).
-func newestFirst[T any](ctx context.Context, db *dynamodb.Client, table, index string, kc expression.KeyConditionBuilder, limit int32, cursor string) (Page[T], error) {
-	expr, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+// for the first page), keeping those filter holds for (nil: all).
+func newestFirst[T any](ctx context.Context, db *dynamodb.Client, table, index string, kc expression.KeyConditionBuilder, filter *expression.ConditionBuilder, limit int32, cursor string) (Page[T], error) {
+	b := expression.NewBuilder().WithKeyCondition(kc)
+	if filter != nil {
+		b = b.WithFilter(*filter)
+	}
+	expr, err := b.Build()
 	if err != nil {
 		return Page[T]{}, fmt.Errorf("build query on %s %s: %w", table, index, err)
 	}
 	in := &dynamodb.QueryInput{
 		TableName: aws.String(table), IndexName: aws.String(index), KeyConditionExpression: expr.KeyCondition(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		FilterExpression: expr.Filter(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 		ScanIndexForward: aws.Bool(false), Limit: aws.Int32(limit),
 	}
 	if cursor != "" {

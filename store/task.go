@@ -868,25 +868,37 @@ const (
 )
 
 // ListTasks lists tasks of a project, of an agent or in a state (index
-// ByProject, ByAgent or ByState and its key), the most recently changed
-// (or, by state, created) first, a page of at most limit.
-func (s *Store) ListTasks(ctx context.Context, index, key string, limit int32, cursor string) (Page[Task], error) {
+// ByProject, ByAgent or ByState and its key) of one org (every org's for
+// orgID ""), the most recently changed (or, by state, created) first, a
+// page of at most limit read from the index. The indexes are the
+// design's, keyed without the org, and project and agent IDs are unique
+// only within one: the org is a filter.
+func (s *Store) ListTasks(ctx context.Context, orgID, index, key string, limit int32, cursor string) (Page[Task], error) {
 	attr := map[string]string{ByProject: "projectId", ByAgent: "agentId", ByState: "state"}[index]
 	if attr == "" {
 		return Page[Task]{}, fmt.Errorf("list tasks: no index %q", index)
 	}
-	return newestFirst[Task](ctx, s.db, s.tasks, index, expression.Key(attr).Equal(expression.Value(key)), limit, cursor)
+	return newestFirst[Task](ctx, s.db, s.tasks, index, expression.Key(attr).Equal(expression.Value(key)), inOrg(orgID), limit, cursor)
 }
 
-// ListAgents lists the agents in a status (online, stale or offline), the
-// most recently heard from first.
-func (s *Store) ListAgents(ctx context.Context, status string, limit int32, cursor string) (Page[Agent], error) {
-	return newestFirst[Agent](ctx, s.db, s.agents, "status-index", expression.Key("status").Equal(expression.Value(status)), limit, cursor)
+// ListAgents lists the agents in a status (online, stale or offline) of
+// one org (every org's for orgID ""), the most recently heard from first.
+func (s *Store) ListAgents(ctx context.Context, orgID, status string, limit int32, cursor string) (Page[Agent], error) {
+	return newestFirst[Agent](ctx, s.db, s.agents, "status-index", expression.Key("status").Equal(expression.Value(status)), inOrg(orgID), limit, cursor)
+}
+
+// inOrg filters a listing on one org; nil (none) for orgID "".
+func inOrg(orgID string) *expression.ConditionBuilder {
+	if orgID == "" {
+		return nil
+	}
+	f := expression.Name("orgId").Equal(expression.Value(orgID))
+	return &f
 }
 
 // ListNotifications lists a user's notifications, newest first.
 func (s *Store) ListNotifications(ctx context.Context, userID string, limit int32, cursor string) (Page[Notification], error) {
-	return newestFirst[Notification](ctx, s.db, s.notifications, "user-notifications", expression.Key("userId").Equal(expression.Value(userID)), limit, cursor)
+	return newestFirst[Notification](ctx, s.db, s.notifications, "user-notifications", expression.Key("userId").Equal(expression.Value(userID)), nil, limit, cursor)
 }
 
 // TaskHistorySince reads a task's events and log lines after the sort

@@ -284,7 +284,7 @@ func queueURL(ctx context.Context, svc *service.Service, name string) (string, e
 }
 
 func runQuery(ctx context.Context, args []string) error {
-	usage := errors.New("usage: transit query sandboxes [--status S] [--track T] | layers [--layer-region R] [--package P] | builds [--package P] | timers [--shard N] [--due-before T] | shards | tasks --project P|--agent A|--state S | agents [--status S] | notifications --user U")
+	usage := errors.New("usage: transit query sandboxes [--status S] [--track T] | layers [--layer-region R] [--package P] | builds [--package P] | timers [--shard N] [--due-before T] | shards | tasks --org O --project P|--agent A, or --state S | agents [--status S] [--org O] | notifications --user U")
 	if len(args) == 0 {
 		return usage
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -42,9 +43,10 @@ func printNext(next string) {
 // queryTasks lists tasks of a project, of an agent or in a state, from
 // project-tasks, agent-tasks or state-queue.
 func queryTasks(ctx context.Context, args []string) error {
-	var project, agent, state string
+	var org, project, agent, state string
 	var page pageFlags
 	svc, _, err := setup(ctx, "query tasks", args, func(fs *flag.FlagSet) {
+		fs.StringVar(&org, "org", "", "only this org's tasks (required with --project and --agent: their IDs are unique only within an org)")
 		fs.StringVar(&project, "project", "", "the tasks of this project (project-tasks)")
 		fs.StringVar(&agent, "agent", "", "the tasks this agent leased (agent-tasks)")
 		fs.StringVar(&state, "state", "", "the tasks in this state (state-queue): "+strings.Join(machine.Task.States, ", "))
@@ -70,7 +72,10 @@ func queryTasks(ctx context.Context, args []string) error {
 	default:
 		return errors.New("query tasks: give exactly one of --project, --agent or --state")
 	}
-	tasks, err := svc.Store.ListTasks(ctx, index, key, int32(page.limit), page.after)
+	if org == "" && index != store.ByState {
+		return errors.New("query tasks: --project and --agent need --org: their IDs are unique only within an org")
+	}
+	tasks, err := svc.Store.ListTasks(ctx, org, index, key, int32(page.limit), page.after)
 	if err != nil {
 		return err
 	}
@@ -88,9 +93,10 @@ func queryTasks(ctx context.Context, args []string) error {
 // queryAgents lists agents by status from status-index, the most
 // recently heard from first; without --status, each status in turn.
 func queryAgents(ctx context.Context, args []string) error {
-	var status string
+	var org, status string
 	var page pageFlags
 	svc, _, err := setup(ctx, "query agents", args, func(fs *flag.FlagSet) {
+		fs.StringVar(&org, "org", "", "only this org's agents")
 		fs.StringVar(&status, "status", "", "only this status: "+strings.Join(machine.Agent.States, ", "))
 		page.bind(fs)
 	})
@@ -112,7 +118,7 @@ func queryAgents(ctx context.Context, args []string) error {
 	w := table("ORG", "AGENT_ID", "STATUS", "LAST_HEARTBEAT", "HOST", "PID", "TASK", "VERSION")
 	var next string
 	for _, st := range statuses {
-		agents, err := svc.Store.ListAgents(ctx, st, int32(page.limit), page.after)
+		agents, err := svc.Store.ListAgents(ctx, org, st, int32(page.limit), page.after)
 		if err != nil {
 			return err
 		}
@@ -163,12 +169,7 @@ func queryNotifications(ctx context.Context, args []string) error {
 	return nil
 }
 
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
+func dash(s string) string { return cmp.Or(s, "-") }
 
 // runTail prints a task's events and log lines in order as they are
 // written, until the task has ended and everything written is shown.
