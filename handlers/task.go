@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"transit/config"
 	"transit/machine"
 	"transit/messages"
 	"transit/store"
@@ -41,6 +42,13 @@ type Task struct {
 	// task.lease-expired.
 	queue string
 	now   func() time.Time
+}
+
+// NewTaskFor returns the task handler of a stack as its configuration
+// says: serve's, and the benchmark's baseline's.
+func NewTaskFor(st taskStore, cfg config.Config, queue string, now func() time.Time) *Task {
+	return NewTask(st, TaskPolicy{Lease: cfg.TaskLease, MaxAttempts: cfg.TaskMaxAttempts,
+		StaleAfter: cfg.AgentStaleAfter, OfflineAfter: cfg.AgentOfflineAfter}, queue, now)
 }
 
 // NewTask returns the task handler; timers call back to queue.

@@ -78,12 +78,13 @@ type Routed interface {
 
 // Limits of the task domain.
 const (
-	maxPrompt   = 32 << 10
-	maxTitle    = 256
-	maxText     = 16 << 10
-	maxLine     = 8 << 10
-	maxLines    = 90
-	maxPriority = 100
+	maxPrompt = 32 << 10
+	maxTitle  = 256
+	maxText   = 16 << 10
+	maxLine   = 8 << 10
+	maxLines  = 90
+	// MaxPriority is the most urgent a task may be (0 the least).
+	MaxPriority = 100
 	// DefaultPriority is a queued task's priority when none is given.
 	DefaultPriority = 50
 	maxCapability   = 64
@@ -123,7 +124,7 @@ func (TaskQueuePayload) JSONSchemaExtend(s *jsonschema.Schema) {
 	textSchema(property(s, "title"), maxTitle)
 	nullable(property(s, "title"))
 	pr := property(s, "priority")
-	integerRange(pr, 0, maxPriority)
+	integerRange(pr, 0, MaxPriority)
 	pr.Default = DefaultPriority
 	nullable(pr)
 	textSchema(property(s, "model"), maxModel)
@@ -137,8 +138,8 @@ func (p *TaskQueuePayload) Validate() error {
 		p.Priority = new(int)
 		*p.Priority = DefaultPriority
 	}
-	if *p.Priority < 0 || *p.Priority > maxPriority {
-		return invalid("priority", "%d, want 0 to %d", *p.Priority, maxPriority)
+	if *p.Priority < 0 || *p.Priority > MaxPriority {
+		return invalid("priority", "%d, want 0 to %d", *p.Priority, MaxPriority)
 	}
 	if p.Title == "" {
 		p.Title = titleOf(p.Prompt)

@@ -188,10 +188,7 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 		messages.Sandbox: sandbox,
 		messages.Layer:   handlers.NewLayer(s.Store, provider.NewLambda(s.AWS), opts.Now),
 		messages.Org:     handlers.NewOrg(s.Store, sealer, s.Config.Env == config.EnvDevelopment, opts.Now),
-		messages.Task: handlers.NewTask(s.Store, handlers.TaskPolicy{
-			Lease: s.Config.TaskLease, MaxAttempts: s.Config.TaskMaxAttempts,
-			StaleAfter: s.Config.AgentStaleAfter, OfflineAfter: s.Config.AgentOfflineAfter,
-		}, s.Stack.CommandQueue(messages.Task), opts.Now),
+		messages.Task:    handlers.NewTaskFor(s.Store, s.Config, s.Stack.CommandQueue(messages.Task), opts.Now),
 	}
 	// Background work (the timer scheduler) stops with Serve, even when
 	// Serve fails before ctx ends.

@@ -231,12 +231,28 @@ type Notification struct {
 	TTL int64 `dynamodbav:"ttl" json:"ttl"`
 }
 
+// sent is the write of a notification a transition sends with it: the
+// notification machine's send, its ID derived from the command, so a
+// notification is sent once.
+func (s *Store) sent(n Notification) (joined, error) {
+	row, err := rawItem(n)
+	if err != nil {
+		return joined{}, err
+	}
+	st := step[machine.TaskInput]{m: machine.Notification, t: machine.Notification.Transition(machine.NotificationSend),
+		table: s.notifications, key: machine.Item{"PK": row["PK"], "SK": row["SK"]}, in: machine.TaskInput{Row: row}}
+	j, _, err := join(st, nil)
+	return j, err
+}
+
 // NotificationRetention is how long a notification is kept.
 const NotificationRetention = 7 * 24 * time.Hour
 
 func taskKey(orgID, taskID string) machine.Item { return orgItemKey(orgID, "TASK#"+taskID) }
 
 func taskEntity(orgID, taskID string) string { return "TASK#" + orgID + "/" + taskID }
+
+func agentEntity(orgID, agentID string) string { return "AGENT#" + orgID + "/" + agentID }
 
 func (s *Store) taskStep(name, orgID, taskID string, in machine.TaskInput) step[machine.TaskInput] {
 	return step[machine.TaskInput]{m: machine.Task, t: machine.Task.Transition(name), table: s.tasks,
@@ -249,10 +265,8 @@ func (s *Store) queueStep(name string, key machine.Item, in machine.TaskInput) s
 
 // readyKey sorts a waiting queue item: the most urgent, then the oldest.
 func readyKey(priority int, createdAt, taskID string) string {
-	return fmt.Sprintf("%03d#%s#%s", messagesMaxPriority-priority, createdAt, taskID)
+	return fmt.Sprintf("%03d#%s#%s", messages.MaxPriority-priority, createdAt, taskID)
 }
-
-const messagesMaxPriority = 100
 
 func queueKey(orgID, createdAt, taskID string) machine.Item {
 	return orgItemKey(orgID, "QUEUE#"+createdAt+"#"+taskID)
@@ -459,7 +473,7 @@ func (s *Store) LeaseTask(ctx context.Context, cmd Cmd, p messages.TaskLeasePayl
 	}
 	lease = Lease{DecidedAt: now}
 	var recorded Lease
-	replayed, err := s.record(ctx, cmd, "AGENT#"+p.OrgID+"/"+p.AgentID, Applied, "empty", lease, &recorded)
+	replayed, err := s.record(ctx, cmd, agentEntity(p.OrgID, p.AgentID), Applied, "empty", lease, &recorded)
 	if err != nil {
 		return Lease{}, fmt.Errorf("lease for %s: %w", p.AgentID, err)
 	}
@@ -643,11 +657,11 @@ func (s *Store) ChangeTask(ctx context.Context, cmd Cmd, ts TaskStep) (TaskChang
 			n.PK, n.SK = "ORG#"+ts.OrgID, "NOTIF#"+at+"#"+n.NotificationID
 			n.UserID, n.TaskID, n.ProjectID, n.AgentID = task.CreatedBy, ts.TaskID, task.ProjectID, task.AgentID
 			n.CreatedAt, n.TTL = at, cmd.At.Add(NotificationRetention).Unix()
-			put, err := plainPut(s.notifications, n)
+			put, err := s.sent(n)
 			if err != nil {
 				return nil, machine.Outcome{}, err
 			}
-			js = append(js, joined{item: put})
+			js = append(js, put)
 		}
 		if ts.Queue != "" {
 			key := queueKey(ts.OrgID, task.CreatedAt, ts.TaskID)
@@ -766,7 +780,7 @@ func (s *Store) RecordHeartbeat(ctx context.Context, cmd Cmd, p messages.AgentHe
 	}
 	in := machine.TaskInput{Now: now, Agent: p.AgentID, Row: row, LeaseExpiresAt: iso(cmd.At.Add(leaseFor))}
 	st := step[machine.TaskInput]{m: machine.Agent, t: machine.Agent.Transition(machine.AgentHeartbeat), table: s.agents,
-		key: orgItemKey(p.OrgID, agent.SK), in: in, entity: "AGENT#" + p.OrgID + "/" + p.AgentID}
+		key: orgItemKey(p.OrgID, agent.SK), in: in, entity: agentEntity(p.OrgID, p.AgentID)}
 	var hb, recorded Heartbeat
 	err = retrying(ctx, st, func() error {
 		hb = Heartbeat{Agent: agent}
@@ -828,18 +842,18 @@ func (s *Store) AgentSilence(ctx context.Context, cmd Cmd, p messages.AgentSilen
 		name = machine.AgentGoOffline
 	}
 	st := step[machine.TaskInput]{m: machine.Agent, t: machine.Agent.Transition(name), table: s.agents, key: key,
-		in: machine.TaskInput{Heard: p.LastHeartbeatAt}, entity: "AGENT#" + p.OrgID + "/" + p.AgentID}
+		in: machine.TaskInput{Heard: p.LastHeartbeatAt}, entity: agentEntity(p.OrgID, p.AgentID)}
 	if name == machine.AgentGoOffline {
 		n := Notification{PK: "ORG#" + p.OrgID, Type: "AGENT_OFFLINE", Title: "An agent went offline", Severity: "warning",
 			Message: fmt.Sprintf("agent %s has not been heard from since %s", p.AgentID, p.LastHeartbeatAt), AgentID: p.AgentID,
 			CreatedAt: iso(cmd.At), TTL: cmd.At.Add(NotificationRetention).Unix()}
 		n.NotificationID = messages.DerivedID(cmd.ID, messages.AgentOffline, p.AgentID)
 		n.SK = "NOTIF#" + n.CreatedAt + "#" + n.NotificationID
-		put, err := plainPut(s.notifications, n)
+		put, err := s.sent(n)
 		if err != nil {
 			return Agent{}, err
 		}
-		st.with = []joined{{item: put}}
+		st.with = []joined{put}
 	}
 	if err := apply(ctx, s, cmd, st, &agent); err != nil {
 		return Agent{}, fmt.Errorf("%s %s: %w", name, p.AgentID, err)

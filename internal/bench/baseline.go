@@ -39,11 +39,7 @@ func Baseline(ctx context.Context, svc *service.Service, concurrency int) error 
 	case "", messages.Sandbox:
 		return runBaseline(ctx, svc, messages.Sandbox, handlers.NewSandbox(svc.Store, noProvider{}, time.Now), concurrency)
 	case messages.Task:
-		// The handler as service.Serve builds it.
-		h := handlers.NewTask(svc.Store, handlers.TaskPolicy{
-			Lease: svc.Config.TaskLease, MaxAttempts: svc.Config.TaskMaxAttempts,
-			StaleAfter: svc.Config.AgentStaleAfter, OfflineAfter: svc.Config.AgentOfflineAfter,
-		}, svc.Stack.CommandQueue(messages.Task), time.Now)
+		h := handlers.NewTaskFor(svc.Store, svc.Config, svc.Stack.CommandQueue(messages.Task), time.Now)
 		return runBaseline(ctx, svc, d, h, concurrency)
 	default:
 		return fmt.Errorf("baseline: --domains %q, want one of sandbox or task", svc.Config.Domains)
