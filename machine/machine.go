@@ -52,6 +52,8 @@ const (
 	Le
 	Gt
 	Ge
+	// Ne: the attribute differs from Value (with OrAbsent, or is absent).
+	Ne
 	Exists
 	NotExists
 	// OneOf: the attribute is one of the strings Value gives ([]string).
@@ -329,6 +331,8 @@ func guardCondition[In any](g Guard[In], in In, read Item) expression.ConditionB
 		cond = name.GreaterThan(v)
 	case Ge:
 		cond = name.GreaterThanEqual(v)
+	case Ne:
+		cond = name.NotEqual(v)
 	default:
 		cond = name.Equal(v)
 	}
@@ -386,7 +390,8 @@ func holds[In any](g Guard[In], item Item, in In, read Item) bool {
 	}
 	c, comparable := compare(got, marshal(value))
 	if !comparable {
-		return false
+		// Values of different types are unequal, and unordered.
+		return g.Op == Ne
 	}
 	switch g.Op {
 	case Lt:
@@ -397,6 +402,8 @@ func holds[In any](g Guard[In], item Item, in In, read Item) bool {
 		return c > 0
 	case Ge:
 		return c >= 0
+	case Ne:
+		return c != 0
 	default:
 		return c == 0
 	}

@@ -189,6 +189,7 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 		messages.Layer:   handlers.NewLayer(s.Store, provider.NewLambda(s.AWS), opts.Now),
 		messages.Org:     handlers.NewOrg(s.Store, sealer, s.Config.Env == config.EnvDevelopment, opts.Now),
 		messages.Task:    handlers.NewTaskFor(s.Store, s.Config, s.Stack.CommandQueue(messages.Task), opts.Now),
+		messages.Nucleus: handlers.NewNucleus(s.Store, provider.NewCloud(s.AWS), s.Stack.CommandQueue(messages.Nucleus), opts.Now),
 	}
 	// Background work (the timer scheduler) stops with Serve, even when
 	// Serve fails before ctx ends.

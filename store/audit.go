@@ -63,10 +63,11 @@ type auditItem struct {
 	PK string `dynamodbav:"pk"`
 	// SK is always OUTCOME.
 	SK string `dynamodbav:"sk"`
-	// GSI1PK is AUDIT#<UTC day of the decision>, GlobalIndex's day bucket.
+	// GSI1PK is AUDIT#GLOBAL#<n>, one of the AuditGlobalKeys keys
+	// GlobalIndex spreads the global chronological view over.
 	GSI1PK string `dynamodbav:"gsi1pk"`
-	// GSI1SK is TIMESTAMP#<decision time>#<command ID>: chronological
-	// within a day or an entity.
+	// GSI1SK is TIMESTAMP#<decision time, ms>#<command ID>: chronological
+	// within a key or an entity.
 	GSI1SK string `dynamodbav:"gsi1sk"`
 	// Entity is ENTITY#<what the command acted on>: SANDBOX#<id>,
 	// TRACK#<track> (an allocation refused), POOL (a sync),
@@ -120,11 +121,12 @@ func (s *Store) newAuditPut(cmd Cmd, entity, status, reason string, details any)
 
 func (s *Store) auditPut(cmd Cmd, entity, status, reason string, details any) (*types.Put, error) {
 	at := cmd.At.UTC().Format(time.RFC3339Nano)
+	sk := auditSortKey(cmd.At, cmd.ID)
 	item := auditItem{
 		PK:            "CMD#" + cmd.ID,
 		SK:            "OUTCOME",
-		GSI1PK:        "AUDIT#" + cmd.At.UTC().Format(time.DateOnly),
-		GSI1SK:        "TIMESTAMP#" + at + "#" + cmd.ID,
+		GSI1PK:        globalKey(sk),
+		GSI1SK:        sk,
 		Entity:        "ENTITY#" + entity,
 		Action:        cmd.Type,
 		Actor:         cmd.Actor,

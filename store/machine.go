@@ -190,6 +190,37 @@ func write[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], read mac
 	return out, nil
 }
 
+// writeJoined writes a transition decided on read with the writes of
+// st.with in one transaction, recording no command outcome: one part of a
+// command that changes several items one by one (a window's result on
+// each of its resources). A refusal is decided on the item DynamoDB
+// returns with it; errStale means decide again on a fresh read.
+func writeJoined[In any](ctx context.Context, s *Store, st step[In], read machine.Item) (machine.Outcome, error) {
+	out, item, err := decidedWrite(st, read)
+	if err != nil || !out.Applies() {
+		return out, err
+	}
+	items := []types.TransactWriteItem{item}
+	for _, w := range st.with {
+		items = append(items, w.item)
+	}
+	err = s.transact(ctx, items)
+	var ce *conflictError
+	switch {
+	case errors.As(err, &ce) && ce.item == 0 && !ce.raced && ce.current != nil:
+		refused := st.m.Decide(st.t, ce.current, read, st.in)
+		if refused.Applies() || refused.Stale {
+			return refused, errStale
+		}
+		return refused, nil
+	case errors.As(err, &ce):
+		return out, errStale
+	case err != nil:
+		return out, fmt.Errorf("%s %s: %w", st.m.Name, st.t.Name, err)
+	}
+	return out, nil
+}
+
 // decidedWrite decides the transition on read and, when it applies,
 // returns its transaction item too.
 func decidedWrite[In any](st step[In], read machine.Item) (machine.Outcome, types.TransactWriteItem, error) {

@@ -29,8 +29,10 @@ type Store struct {
 	// The agent-task system's tables.
 	users, orgs, projects, settings, secrets              string
 	agents, tasks, queue, taskEvents, logs, notifications string
-	auditRetention                                        time.Duration
-	layerRetention                                        time.Duration
+	// The Nucleus platform's tables.
+	nucleusApp, nucleusAudit string
+	auditRetention           time.Duration
+	layerRetention           time.Duration
 }
 
 // Retention says how long items live before their TTL removes them.
@@ -64,6 +66,8 @@ func New(db *dynamodb.Client, prefix string, r Retention) *Store {
 		taskEvents:     TableName(prefix, TaskEvents),
 		logs:           TableName(prefix, Logs),
 		notifications:  TableName(prefix, Notifications),
+		nucleusApp:     TableName(prefix, NucleusApp),
+		nucleusAudit:   TableName(prefix, NucleusAudit),
 		auditRetention: r.Audit,
 		layerRetention: r.DeprecatedLayers,
 	}

@@ -60,8 +60,8 @@ var Audit = Table{
 	PartitionKey: str("pk"),
 	SortKey:      str("sk"),
 	GlobalIndexes: []Index{
-		// The global chronological view, bucketed by day so no
-		// single partition takes every write.
+		// The global chronological view, spread over AuditGlobalKeys
+		// keys so no single partition takes every write.
 		{Name: "GlobalIndex", PartitionKey: str("gsi1pk"), SortKey: str("gsi1sk")},
 		// Logs by entity: what happened to one sandbox, layer or timer.
 		{Name: "EntityIndex", PartitionKey: str("entity"), SortKey: str("gsi1sk")},
@@ -165,9 +165,33 @@ var (
 	}
 )
 
+// The Nucleus platform's tables (docs/nucleus.md), keyed as its design
+// has them: accounts, schedules and their targeted resources in one
+// table, and the audit trail of every change and execution, kept 30 days.
+var (
+	NucleusApp = Table{
+		Name:         "NucleusAppTable",
+		PartitionKey: str("pk"),
+		SortKey:      str("sk"),
+		// GSI1 lists accounts and schedules by name (TYPE#ACCOUNT,
+		// TYPE#SCHEDULE) and an account's resources (ACCOUNT#<id>).
+		GlobalIndexes: []Index{{Name: "GSI1", PartitionKey: str("gsi1pk"), SortKey: str("gsi1sk")}},
+	}
+	NucleusAudit = Table{
+		Name:         "NucleusAuditTable",
+		PartitionKey: str("pk"),
+		SortKey:      str("sk"),
+		// GSI1 is the global chronological view, spread over
+		// AuditGlobalKeys partition keys (DECISIONS.md).
+		GlobalIndexes: []Index{{Name: "GSI1", PartitionKey: str("gsi1pk"), SortKey: str("gsi1sk")}},
+		TTLAttribute:  "expire_at",
+	}
+)
+
 // Tables lists every table transit provisions.
 var Tables = []Table{SandboxPool, Audit, Layers, StreamLeases, Timers,
-	Users, Orgs, Projects, Settings, Secrets, Agents, Tasks, Queue, TaskEvents, Logs, Notifications}
+	Users, Orgs, Projects, Settings, Secrets, Agents, Tasks, Queue, TaskEvents, Logs, Notifications,
+	NucleusApp, NucleusAudit}
 
 // TableName is the full name of t in the stack named by prefix.
 func TableName(prefix string, t Table) string { return prefix + "-" + t.Name }

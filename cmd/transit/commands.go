@@ -284,7 +284,7 @@ func queueURL(ctx context.Context, svc *service.Service, name string) (string, e
 }
 
 func runQuery(ctx context.Context, args []string) error {
-	usage := errors.New("usage: transit query sandboxes [--status S] [--track T] | layers [--layer-region R] [--package P] | builds [--package P] | timers [--shard N] [--due-before T] | shards | tasks --org O --project P|--agent A, or --state S | agents [--status S] [--org O] | notifications --user U")
+	usage := errors.New("usage: transit query sandboxes [--status S] [--track T] | layers [--layer-region R] [--package P] | builds [--package P] | timers [--shard N] [--due-before T] | shards | tasks --org O --project P|--agent A, or --state S | agents [--status S] [--org O] | notifications --user U | accounts | schedules | schedule SCHEDULE_ID | resources --account A")
 	if len(args) == 0 {
 		return usage
 	}
@@ -305,6 +305,14 @@ func runQuery(ctx context.Context, args []string) error {
 		return queryAgents(ctx, args[1:])
 	case "notifications":
 		return queryNotifications(ctx, args[1:])
+	case "accounts":
+		return queryAccounts(ctx, args[1:])
+	case "schedules":
+		return querySchedules(ctx, args[1:])
+	case "schedule":
+		return querySchedule(ctx, args[1:])
+	case "resources":
+		return queryResources(ctx, args[1:])
 	}
 	return usage
 }

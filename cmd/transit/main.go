@@ -24,7 +24,8 @@ var subcommands = map[string]subcommand{
 	"send":          {"send TYPE [--json J | --FIELD V ...] [--wait]   send a command; --wait prints its event", runSend},
 	"watch":         {"watch [--domain D,…] [--type T] [--count N] [--timeout T]   print events as they are published", runWatch},
 	"dlq":           {"dlq list|redrive [--domain D]   show or move back dead-lettered commands", runDLQ},
-	"query":         {"query sandboxes|layers|builds|timers|shards|tasks|agents|notifications [flags]   the documented access patterns, from the indexes", runQuery},
+	"query":         {"query sandboxes|layers|builds|timers|shards|tasks|agents|notifications|accounts|schedules|schedule|resources [flags]   the documented access patterns, from the indexes", runQuery},
+	"audit":         {"audit entity KIND#ID | recent [--since T]   an entity's history, or the newest records of every domain", runAudit},
 	"tail":          {"tail task --org O TASK_ID   a task's events and log lines, following until it ends", runTail},
 	"agent":         {"agent --org O --agent A --exec CMD [--once]   the reference agent: lease the org's tasks, run each with CMD", runAgent},
 	"provider-stub": {"provider-stub [--listen ADDR]   a local stand-in for the sandbox provider", runProviderStub},
@@ -51,7 +52,7 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: transit SUBCOMMAND [flags]   (each subcommand takes -h)")
-	for _, name := range []string{"serve", "provision", "deprovision", "send", "watch", "dlq", "query", "tail", "agent", "provider-stub", "bench", "schema"} {
+	for _, name := range []string{"serve", "provision", "deprovision", "send", "watch", "dlq", "query", "audit", "tail", "agent", "provider-stub", "bench", "schema"} {
 		fmt.Fprintln(os.Stderr, "  "+subcommands[name].usage)
 	}
 }

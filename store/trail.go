@@ -1,0 +1,178 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// This file reads the audit trail: the Nucleus audit entries and every
+// other domain's command outcomes, merged into one history per entity
+// and one global chronological view (DECISIONS.md).
+
+// AuditRecord is one record of the trail: a Nucleus audit entry, or the
+// recorded outcome of another domain's command.
+type AuditRecord struct {
+	// Entity is what the record is about: SCHEDULE#<id>, SANDBOX#<id> ….
+	Entity string `json:"entity"`
+	// At is when it was decided (ISO 8601, UTC, ms).
+	At string `json:"at"`
+	// Action is CREATE, UPDATE or EXECUTE for a Nucleus entry; the
+	// command's type for an outcome.
+	Action string `json:"action"`
+	UserID string `json:"user_id,omitempty"`
+	// Status is SUCCESS or FAIL for a Nucleus entry; applied or rejected
+	// for an outcome.
+	Status string `json:"status"`
+	// Reason is an outcome's rejection reason; Details a Nucleus entry's
+	// JSON.
+	Reason        string `json:"reason,omitempty"`
+	Details       string `json:"details,omitempty"`
+	CommandID     string `json:"command_id"`
+	CorrelationID string `json:"correlation_id,omitempty"`
+	sortKey       string
+}
+
+func nucleusRecord(item map[string]types.AttributeValue) (AuditRecord, error) {
+	var e nucleusEntry
+	if err := attributevalue.UnmarshalMap(item, &e); err != nil {
+		return AuditRecord{}, fmt.Errorf("decode audit entry: %w", err)
+	}
+	return AuditRecord{Entity: strings.TrimPrefix(e.PK, "ENTITY#"), At: sortKeyTime(e.SK), Action: e.Action, UserID: e.UserID,
+		Status: e.Status, Details: e.Details, CommandID: e.CommandID, CorrelationID: e.CorrelationID, sortKey: e.SK}, nil
+}
+
+func outcomeRecord(item map[string]types.AttributeValue) (AuditRecord, error) {
+	var o auditItem
+	if err := attributevalue.UnmarshalMap(item, &o); err != nil {
+		return AuditRecord{}, fmt.Errorf("decode outcome: %w", err)
+	}
+	return AuditRecord{Entity: strings.TrimPrefix(o.Entity, "ENTITY#"), At: sortKeyTime(o.GSI1SK), Action: o.Action, UserID: o.Actor,
+		Status: o.Status, Reason: o.Reason, CommandID: o.CommandID, CorrelationID: o.CorrelationID, sortKey: o.GSI1SK}, nil
+}
+
+// sortKeyTime is the time in TIMESTAMP#<time>#….
+func sortKeyTime(sk string) string {
+	at, _, _ := strings.Cut(strings.TrimPrefix(sk, "TIMESTAMP#"), "#")
+	return at
+}
+
+// trailQuery is one of the queries a trail read merges.
+type trailQuery struct {
+	table, index string
+	kc           expression.KeyConditionBuilder
+	decode       func(map[string]types.AttributeValue) (AuditRecord, error)
+}
+
+// merged runs the queries at once, each newest first and at most limit
+// records, and merges their records newest first. A command's outcome
+// and its Nucleus entry share a sort key: the entry, which says more, is
+// kept.
+func (s *Store) merged(ctx context.Context, queries []trailQuery, limit int32) ([]AuditRecord, error) {
+	results := make([][]AuditRecord, len(queries))
+	errs := make([]error, len(queries))
+	var wg sync.WaitGroup
+	for i, q := range queries {
+		wg.Go(func() { results[i], errs[i] = s.trailPage(ctx, q, limit) })
+	}
+	wg.Wait()
+	var all []AuditRecord
+	for i := range queries {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		all = append(all, results[i]...)
+	}
+	slices.SortStableFunc(all, func(a, b AuditRecord) int { return strings.Compare(b.sortKey, a.sortKey) })
+	all = slices.CompactFunc(all, func(a, b AuditRecord) bool { return a.sortKey == b.sortKey && a.CommandID == b.CommandID })
+	if len(all) > int(limit) {
+		all = all[:limit]
+	}
+	return all, nil
+}
+
+func (s *Store) trailPage(ctx context.Context, q trailQuery, limit int32) ([]AuditRecord, error) {
+	expr, err := expression.NewBuilder().WithKeyCondition(q.kc).Build()
+	if err != nil {
+		return nil, fmt.Errorf("build query on %s: %w", q.table, err)
+	}
+	in := &dynamodb.QueryInput{TableName: aws.String(q.table), KeyConditionExpression: expr.KeyCondition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ScanIndexForward: aws.Bool(false), Limit: aws.Int32(limit)}
+	if q.index != "" {
+		in.IndexName = aws.String(q.index)
+	}
+	out, err := s.db.Query(ctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("query %s %s: %w", q.table, q.index, err)
+	}
+	records := make([]AuditRecord, 0, len(out.Items))
+	for _, item := range out.Items {
+		r, err := q.decode(item)
+		if err != nil {
+			return nil, err
+		}
+		records = append(records, r)
+	}
+	return records, nil
+}
+
+// EntityHistory is one page of an entity's history, newest first, from
+// cursor (a Page's Next; "" for the first): its Nucleus audit entries and
+// the outcomes of the commands that named it, whatever their domain.
+// entity is typed, as the records name it: SCHEDULE#<id>, ACCOUNT#<id>,
+// SANDBOX#<id>, TASK#<org>/<id> ….
+func (s *Store) EntityHistory(ctx context.Context, entity string, limit int32, cursor string) (Page[AuditRecord], error) {
+	pk := "ENTITY#" + entity
+	before := "TIMESTAMP#~" // after every time
+	if cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || !strings.HasPrefix(string(b), "TIMESTAMP#") {
+			return Page[AuditRecord]{}, ErrBadCursor
+		}
+		before = string(b)
+	}
+	records, err := s.merged(ctx, []trailQuery{
+		{table: s.nucleusAudit, kc: expression.Key("pk").Equal(expression.Value(pk)).And(expression.Key("sk").LessThan(expression.Value(before))), decode: nucleusRecord},
+		{table: s.audit, index: "EntityIndex", kc: expression.Key("entity").Equal(expression.Value(pk)).And(expression.Key("gsi1sk").LessThan(expression.Value(before))), decode: outcomeRecord},
+	}, limit+1)
+	if err != nil {
+		return Page[AuditRecord]{}, fmt.Errorf("history of %s: %w", entity, err)
+	}
+	page := Page[AuditRecord]{Items: records}
+	if len(records) > int(limit) {
+		page.Items = records[:limit]
+		page.Next = base64.RawURLEncoding.EncodeToString([]byte(records[limit-1].sortKey))
+	}
+	return page, nil
+}
+
+// RecentAudit is the global chronological view: the newest limit records
+// since since, newest first, merged across every key of both trails'
+// global indexes.
+func (s *Store) RecentAudit(ctx context.Context, since time.Time, limit int32) ([]AuditRecord, error) {
+	from := auditSortKey(since)
+	var queries []trailQuery
+	for n := range AuditGlobalKeys {
+		kc := expression.Key("gsi1pk").Equal(expression.Value(globalPartition(n))).
+			And(expression.Key("gsi1sk").GreaterThanEqual(expression.Value(from)))
+		queries = append(queries,
+			trailQuery{table: s.nucleusAudit, index: "GSI1", kc: kc, decode: nucleusRecord},
+			trailQuery{table: s.audit, index: "GlobalIndex", kc: kc, decode: outcomeRecord})
+	}
+	records, err := s.merged(ctx, queries, limit)
+	if err != nil {
+		return nil, fmt.Errorf("recent audit: %w", err)
+	}
+	return records, nil
+}
