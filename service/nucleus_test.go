@@ -155,7 +155,9 @@ func (s *stack) window(id, edge, at string, n int) messages.WindowExecutedPayloa
 	for range n {
 		s.send(cmd, messages.ScheduleWindowDue, messages.ScheduleWindowPayload{ScheduleID: id, Edge: edge, WindowAt: at})
 	}
-	events := s.collect(60*time.Second, func(evs []service.TapEvent) bool { return countType(causedBy(evs, cmd), messages.ScheduleWindowExecuted) >= n })
+	events := s.collect(60*time.Second, func(evs []service.TapEvent) bool {
+		return countType(causedBy(evs, cmd), messages.ScheduleWindowExecuted) >= n
+	})
 	var first messages.WindowExecutedPayload
 	for i, ev := range causedBy(events, cmd) {
 		if ev.Envelope.Type != messages.ScheduleWindowExecuted {
