@@ -522,3 +522,36 @@ func (s *stack) twins() int {
 	}
 	return n
 }
+
+// TestNucleus_windows_fire_from_their_timers: an upserted schedule arms
+// its windows as durable timers; its start window, due every minute,
+// fires through them and starts a stopped instance.
+func TestNucleus_windows_fire_from_their_timers(t *testing.T) {
+	s := newStack(t)
+	s.serve(service.ServeOptions{})
+	c := s.cloud()
+	arns := c.instances(1)
+	_, err := c.ec2.StopInstances(context.Background(), &ec2.StopInstancesInput{InstanceIds: []string{arns[0][strings.LastIndex(arns[0], "/")+1:]}})
+	require.NoError(t, err)
+	s.account("Sandbox account")
+	// Decide as if it were just before the last whole minute: the first
+	// start window is then already due, and its timer fires at once.
+	now := time.Now()
+	s.clock.Shift(now.Truncate(time.Minute).Add(-5 * time.Second).Sub(now))
+	upserted := payloadOf[messages.SchedulePayload](t, s.apply(messages.ScheduleUpsert, messages.ScheduleUpsertPayload{ScheduleID: "sch-timer",
+		ScheduleName: "Every minute", StartCron: "* * * * *", EndCron: "0 0 1 1 *", Timezone: "UTC", UserID: "u-ops"}, messages.ScheduleUpserted))
+	assert.Equal(t, now.Truncate(time.Minute).UTC().Format("2006-01-02T15:04:05.000Z"), upserted.NextStartAt)
+	s.apply(messages.ResourceAttach, messages.ResourcePayload{ScheduleID: "sch-timer", ResourceARN: arns[0], UserID: "u-ops"}, messages.ResourceAttached)
+
+	events := s.collect(60*time.Second, func(evs []service.TapEvent) bool {
+		return slices.ContainsFunc(evs, func(e service.TapEvent) bool { return e.Envelope.Type == messages.ScheduleWindowExecuted })
+	})
+	i := slices.IndexFunc(events, func(e service.TapEvent) bool { return e.Envelope.Type == messages.ScheduleWindowExecuted })
+	fired := payloadOf[messages.WindowExecutedPayload](t, events[i])
+	assert.Equal(t, upserted.NextStartAt, fired.WindowAt)
+	require.Len(t, fired.Results, 1)
+	assert.Equal(t, messages.ExecSuccess, fired.Results[0].Status, fired.Results[0].Error)
+	assert.Equal(t, ec2types.InstanceStateNameRunning, c.instanceState(arns[0]))
+	assert.Equal(t, mustTime(t, upserted.NextStartAt).Add(time.Minute), mustTime(t, fired.NextAt), "the next minute is armed")
+	s.apply(messages.ScheduleDisable, messages.ScheduleRefPayload{ScheduleID: "sch-timer", UserID: "u-ops"}, messages.ScheduleDisabled)
+}
