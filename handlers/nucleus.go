@@ -28,7 +28,7 @@ type nucleusStore interface {
 	RecordedWindow(ctx context.Context, cmd store.Cmd) (store.WindowOutcome, bool, error)
 	OpenWindow(ctx context.Context, cmd store.Cmd, id, edge, windowAt string) (store.Schedule, []store.TargetedResource, error)
 	ClaimResource(ctx context.Context, cmd store.Cmd, r store.TargetedResource, window string, until time.Time) (store.TargetedResource, bool, error)
-	FinishResource(ctx context.Context, cmd store.Cmd, r store.TargetedResource, edge, window string, result messages.ExecutionResult, count int) (store.TargetedResource, error)
+	FinishResource(ctx context.Context, cmd store.Cmd, at time.Time, r store.TargetedResource, edge, window string, result messages.ExecutionResult, count int) (store.TargetedResource, error)
 	CloseWindow(ctx context.Context, cmd store.Cmd, id, edge, windowAt, next string, results []messages.ExecutionResult) (store.WindowOutcome, error)
 }
 
@@ -352,7 +352,10 @@ func (h *Nucleus) act(ctx context.Context, c store.Cmd, p *messages.ScheduleWind
 		until = deadline.Add(firingMargin)
 	}
 	window := p.Edge + "@" + p.WindowAt
-	roles := h.roles(ctx, resources)
+	roles, err := h.roles(ctx, resources)
+	if err != nil {
+		return nil, err
+	}
 	results := make([]*messages.ExecutionResult, len(resources))
 	errs := make([]error, len(resources))
 	sem := make(chan struct{}, windowParallelism)
@@ -380,7 +383,9 @@ func (h *Nucleus) act(ctx context.Context, c store.Cmd, p *messages.ScheduleWind
 // role is an account's role, or why there is none to act through.
 type role struct{ arn, missing string }
 
-func (h *Nucleus) roles(ctx context.Context, resources []store.TargetedResource) map[string]role {
+// roles are the roles of the resources' accounts; an account not
+// registered fails its resources, a failed read the whole window.
+func (h *Nucleus) roles(ctx context.Context, resources []store.TargetedResource) (map[string]role, error) {
 	roles := map[string]role{}
 	for _, r := range resources {
 		if _, ok := roles[r.AccountID]; ok {
@@ -389,14 +394,14 @@ func (h *Nucleus) roles(ctx context.Context, resources []store.TargetedResource)
 		a, found, err := h.store.GetAccount(ctx, r.AccountID)
 		switch {
 		case err != nil:
-			roles[r.AccountID] = role{missing: fmt.Sprintf("read account %s: %v", r.AccountID, err)}
+			return nil, fmt.Errorf("read account %s: %w", r.AccountID, err)
 		case !found:
 			roles[r.AccountID] = role{missing: fmt.Sprintf("account %s is not registered", r.AccountID)}
 		default:
 			roles[r.AccountID] = role{arn: a.RoleARN}
 		}
 	}
-	return roles
+	return roles, nil
 }
 
 // actOn acts on one resource unless this window already did (its result
@@ -417,7 +422,7 @@ func (h *Nucleus) actOn(ctx context.Context, c store.Cmd, r store.TargetedResour
 	if err != nil {
 		result.Status, result.Error = messages.ExecFail, err.Error()
 	}
-	if _, err := h.store.FinishResource(ctx, c, held, edge, window, result, int(count)); err != nil {
+	if _, err := h.store.FinishResource(ctx, c, h.now(), held, edge, window, result, int(count)); err != nil {
 		if _, rejected := store.AsRejection(err); rejected {
 			return nil, nil
 		}

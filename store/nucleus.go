@@ -648,10 +648,10 @@ func (s *Store) ClaimResource(ctx context.Context, cmd Cmd, r TargetedResource, 
 	return res, acted, wrap(err, "claim %s for %s", r.ResourceARN, window)
 }
 
-// FinishResource records what window did to a resource it holds, with
-// its EXECUTE audit entry, in one transaction. count is the ECS desired
-// count a stop found.
-func (s *Store) FinishResource(ctx context.Context, cmd Cmd, r TargetedResource, edge, window string, result messages.ExecutionResult, count int) (TargetedResource, error) {
+// FinishResource records what window did to a resource it holds, at at,
+// with its EXECUTE audit entry, in one transaction. count is the ECS
+// desired count a stop found.
+func (s *Store) FinishResource(ctx context.Context, cmd Cmd, at time.Time, r TargetedResource, edge, window string, result messages.ExecutionResult, count int) (TargetedResource, error) {
 	transition := machine.ResourceFail
 	switch {
 	case result.Status == messages.ExecFail:
@@ -659,10 +659,6 @@ func (s *Store) FinishResource(ctx context.Context, cmd Cmd, r TargetedResource,
 		transition = machine.ResourceStart
 	default:
 		transition = machine.ResourceStop
-	}
-	at := time.Now()
-	if at.Before(cmd.At) {
-		at = cmd.At
 	}
 	st := nucleusStep(machine.Resource, transition, resourceKey(r.ScheduleID, r.ResourceARN), s.nucleusApp, "",
 		machine.NucleusInput{Now: iso(at), Window: window, Status: result.Status, Error: result.Error, Count: count})
