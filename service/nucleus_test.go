@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,7 +22,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"transit/handlers"
 	"transit/messages"
+	"transit/provider"
 	"transit/service"
 	"transit/store"
 )
@@ -554,4 +557,48 @@ func TestNucleus_windows_fire_from_their_timers(t *testing.T) {
 	assert.Equal(t, ec2types.InstanceStateNameRunning, c.instanceState(arns[0]))
 	assert.Equal(t, mustTime(t, upserted.NextStartAt).Add(time.Minute), mustTime(t, fired.NextAt), "the next minute is armed")
 	s.apply(messages.ScheduleDisable, messages.ScheduleRefPayload{ScheduleID: "sch-timer", UserID: "u-ops"}, messages.ScheduleDisabled)
+}
+
+// dyingCloud is the real cloud, except that its first stop of one
+// resource does the stop and then hangs until its command's context
+// ends: a delivery that dies between the AWS call and its record.
+type dyingCloud struct {
+	handlers.Cloud
+	arn   string
+	stops atomic.Int32
+}
+
+func (d *dyingCloud) Stop(ctx context.Context, role string, r messages.ResourceARN) (int32, error) {
+	n, err := d.Cloud.Stop(ctx, role, r)
+	if r.ARN == d.arn && d.stops.Add(1) == 1 {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	return n, err
+}
+
+// TestNucleus_a_window_that_dies_after_acting_is_acted_on_once: the
+// first delivery stops an instance and dies before recording it; the
+// hold lapses, a later delivery stops it again (a stopped instance stays
+// stopped) and records it: one EXECUTE entry, SUCCESS, and the window's
+// other resource acted on once.
+func TestNucleus_a_window_that_dies_after_acting_is_acted_on_once(t *testing.T) {
+	s := newStack(t)
+	c := s.cloud()
+	arns := c.instances(2)
+	cloud := &dyingCloud{Cloud: provider.NewCloud(s.svc.AWS), arn: arns[0]}
+	s.serve(service.ServeOptions{Cloud: cloud})
+	s.account("Sandbox account")
+	sch := s.schedule("sch-dies", arns...)
+
+	stopped := byResource(s.window("sch-dies", messages.EdgeStop, sch.NextStopAt, 1).Results)
+	for _, arn := range arns {
+		assert.Equal(t, messages.ExecSuccess, stopped[arn].Status, stopped[arn].Error)
+		assert.Equal(t, ec2types.InstanceStateNameStopped, c.instanceState(arn))
+	}
+	assert.Equal(t, int32(2), cloud.stops.Load(), "the dead delivery's stop, then the one recorded")
+	executions := s.executions("sch-dies")
+	for _, arn := range arns {
+		assert.Len(t, executions[arn], 1, "%s audited once", arn)
+	}
 }

@@ -119,6 +119,10 @@ type ServeOptions struct {
 	Provider interface {
 		DeleteSandbox(ctx context.Context, externalID string) error
 	}
+	// Cloud replaces the client Nucleus windows start and stop resources
+	// with (provider.Cloud); tests wrap it to die between a call and its
+	// record.
+	Cloud handlers.Cloud
 	// WrapPublisher decorates the publisher every produced message goes
 	// through; tests use it to inject a crash before publishing.
 	WrapPublisher func(message.Publisher) message.Publisher
@@ -184,12 +188,16 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 			return err
 		}
 	}
+	cloud := opts.Cloud
+	if cloud == nil {
+		cloud = provider.NewCloud(s.AWS)
+	}
 	domains := map[messages.Domain]router.Handler{
 		messages.Sandbox: sandbox,
 		messages.Layer:   handlers.NewLayer(s.Store, provider.NewLambda(s.AWS), opts.Now),
 		messages.Org:     handlers.NewOrg(s.Store, sealer, s.Config.Env == config.EnvDevelopment, opts.Now),
 		messages.Task:    handlers.NewTaskFor(s.Store, s.Config, s.Stack.CommandQueue(messages.Task), opts.Now),
-		messages.Nucleus: handlers.NewNucleus(s.Store, provider.NewCloud(s.AWS), s.Stack.CommandQueue(messages.Nucleus), opts.Now),
+		messages.Nucleus: handlers.NewNucleus(s.Store, cloud, s.Stack.CommandQueue(messages.Nucleus), opts.Now),
 	}
 	// Background work (the timer scheduler) stops with Serve, even when
 	// Serve fails before ctx ends.
