@@ -383,8 +383,9 @@ func TestSchemas_agree_with_transit(t *testing.T) {
 			assert.Equal(t, tc.Valid, schemaOK, "the schema's verdict")
 		})
 	}
-	// The org and task domains' cases run in org_test.go and task_test.go.
-	for _, tc := range append(orgAgreementCases(t), taskAgreementCases(t)...) {
+	// The org, task and nucleus domains' cases run in org_test.go,
+	// task_test.go and nucleus_test.go.
+	for _, tc := range append(append(orgAgreementCases(t), taskAgreementCases(t)...), nucleusAgreementCases(t)...) {
 		covered[tc.Type] = true
 	}
 	for _, d := range messages.Domains() {

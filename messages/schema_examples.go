@@ -36,6 +36,32 @@ const (
 
 var exampleTaskAgent = TaskAgentPayload{OrgID: exampleOrgID, TaskID: exampleTaskID, AgentID: exampleAgentID}
 
+// The nucleus domain's examples: one account and its role, a schedule
+// that runs its resources on weekdays, Berlin time, and an EC2 instance
+// and an RDS DB instance it targets. Times are as stored.
+const (
+	exampleAccountID    = "123456789012"
+	exampleAccountName  = "Development"
+	exampleRoleARN      = "arn:aws:iam::123456789012:role/nucleus-scheduler"
+	exampleScheduleID   = "sch-dev-nights"
+	exampleScheduleName = "Dev environment nights"
+	exampleStartCron    = "0 8 * * 1-5"
+	exampleEndCron      = "0 19 * * 1-5"
+	exampleZone         = "Europe/Berlin"
+	exampleInstanceARN  = "arn:aws:ec2:eu-central-1:123456789012:instance/i-0abc123def4567890"
+	exampleDBARN        = "arn:aws:rds:eu-central-1:123456789012:db:dev-orders"
+	// The next windows after exampleAt: 08:00 and 19:00 in Berlin (UTC+1).
+	exampleNextStart = "2030-01-02T07:00:00.000Z"
+	exampleNextStop  = "2030-01-02T18:00:00.000Z"
+)
+
+var exampleSchedulePayload = SchedulePayload{ScheduleID: exampleScheduleID, ScheduleName: exampleScheduleName,
+	StartCron: exampleStartCron, EndCron: exampleEndCron, Timezone: exampleZone, Enabled: true,
+	NextStartAt: exampleNextStart, NextStopAt: exampleNextStop, UpdatedAt: exampleAt}
+
+var exampleResourceEvent = ResourceEventPayload{ScheduleID: exampleScheduleID, ResourceARN: exampleInstanceARN,
+	ResourceType: ResourceEC2Instance, Region: "eu-central-1", AccountID: exampleAccountID, At: exampleAt}
+
 var examples = map[string]any{
 	SchemaID(CommandSchema, SandboxAllocate):     SandboxAllocatePayload{TrackID: "track-42"},
 	SchemaID(CommandSchema, SandboxMarkDeletion): SandboxMarkDeletionPayload{SandboxID: exampleSandboxID, TrackID: "track-42"},
@@ -94,6 +120,19 @@ var examples = map[string]any{
 		CurrentTaskID: exampleTaskID, CurrentProjectID: exampleProject},
 	SchemaID(CommandSchema, AgentSilence):         AgentSilentPayload{OrgID: exampleOrgID, AgentID: exampleAgentID, LastHeartbeatAt: exampleAt, Actor: "system"},
 	SchemaID(CommandSchema, NotificationMarkRead): NotificationReadPayload{OrgID: exampleOrgID, NotificationID: "notif-9", CreatedAt: exampleAt, Actor: exampleUser},
+
+	SchemaID(CommandSchema, AccountRegister): AccountRegisterPayload{AccountID: exampleAccountID, AccountName: exampleAccountName,
+		RoleARN: exampleRoleARN, UserID: exampleUserID},
+	SchemaID(CommandSchema, AccountUpdate): AccountUpdatePayload{AccountID: exampleAccountID, AccountName: "Development (eu-central-1)", UserID: exampleUserID},
+	SchemaID(CommandSchema, AccountTest):   AccountTestPayload{AccountID: exampleAccountID, UserID: exampleUserID},
+	SchemaID(CommandSchema, ScheduleUpsert): ScheduleUpsertPayload{ScheduleID: exampleScheduleID, ScheduleName: exampleScheduleName,
+		StartCron: exampleStartCron, EndCron: exampleEndCron, Timezone: exampleZone, Enabled: new(true), UserID: exampleUserID},
+	SchemaID(CommandSchema, ScheduleDisable):   ScheduleRefPayload{ScheduleID: exampleScheduleID, UserID: exampleUserID},
+	SchemaID(CommandSchema, ScheduleEnable):    ScheduleRefPayload{ScheduleID: exampleScheduleID, UserID: exampleUserID},
+	SchemaID(CommandSchema, ScheduleDelete):    ScheduleRefPayload{ScheduleID: exampleScheduleID, UserID: exampleUserID},
+	SchemaID(CommandSchema, ResourceAttach):    ResourcePayload{ScheduleID: exampleScheduleID, ResourceARN: exampleInstanceARN, UserID: exampleUserID},
+	SchemaID(CommandSchema, ResourceDetach):    ResourcePayload{ScheduleID: exampleScheduleID, ResourceARN: exampleInstanceARN, UserID: exampleUserID},
+	SchemaID(CommandSchema, ScheduleWindowDue): ScheduleWindowPayload{ScheduleID: exampleScheduleID, Edge: EdgeStop, WindowAt: exampleNextStop, UserID: "system"},
 
 	SchemaID(EventSchema, SandboxAllocated): SandboxAllocatedPayload{SandboxID: exampleSandboxID, ExternalID: "ext-1", Name: "lab-1",
 		TrackID: "track-42", IdempotencyKey: "track-42", AllocatedAt: 1893553445, ExpiresAt: 1893567845},
@@ -172,4 +211,28 @@ var examples = map[string]any{
 	SchemaID(EventSchema, AgentOffline): AgentStatusPayload{OrgID: exampleOrgID, AgentID: exampleAgentID, Status: "offline", LastHeartbeatAt: exampleAt},
 	SchemaID(EventSchema, TaskRejected): TaskRejectedPayload{Command: TaskComplete, OrgID: exampleOrgID, TaskID: exampleTaskID, AgentID: "agent-8",
 		Actor: "agent:agent-8", Reason: ReasonNotLeaseholder},
+
+	SchemaID(EventSchema, AccountRegistered): AccountPayload{AccountID: exampleAccountID, AccountName: exampleAccountName,
+		RoleARN: exampleRoleARN, Status: AccountPending, CreatedAt: exampleAt, UpdatedAt: exampleAt},
+	SchemaID(EventSchema, AccountUpdated): AccountPayload{AccountID: exampleAccountID, AccountName: "Development (eu-central-1)",
+		RoleARN: exampleRoleARN, Status: AccountActive, CreatedAt: exampleAt, UpdatedAt: exampleNextStart},
+	SchemaID(EventSchema, AccountTested): AccountTestedPayload{AccountID: exampleAccountID, Status: AccountActive,
+		Identity: "arn:aws:sts::123456789012:assumed-role/nucleus-scheduler/transit-nucleus", TestedAt: exampleAt},
+	SchemaID(EventSchema, ScheduleUpserted): exampleSchedulePayload,
+	SchemaID(EventSchema, ScheduleEnabled):  exampleSchedulePayload,
+	SchemaID(EventSchema, ScheduleDisabled): SchedulePayload{ScheduleID: exampleScheduleID, ScheduleName: exampleScheduleName,
+		StartCron: exampleStartCron, EndCron: exampleEndCron, Timezone: exampleZone, UpdatedAt: exampleAt},
+	SchemaID(EventSchema, ScheduleDeleted):  ScheduleDeletedPayload{ScheduleID: exampleScheduleID, ScheduleName: exampleScheduleName, Resources: 2, DeletedAt: exampleAt},
+	SchemaID(EventSchema, ResourceAttached): exampleResourceEvent,
+	SchemaID(EventSchema, ResourceDetached): exampleResourceEvent,
+	SchemaID(EventSchema, ScheduleWindowExecuted): WindowExecutedPayload{ScheduleID: exampleScheduleID, Edge: EdgeStop, WindowAt: exampleNextStop,
+		Results: []ExecutionResult{
+			{ResourceARN: exampleInstanceARN, ResourceType: ResourceEC2Instance, Status: ExecSuccess},
+			{ResourceARN: exampleDBARN, ResourceType: ResourceRDSInstance, Status: ExecFail,
+				Error: "stop " + exampleDBARN + ": operation error RDS: StopDBInstance, https response error StatusCode: 400, " +
+					"RequestID: 5d3c7b2e-9a41-4f6e-8c0d-2b7e1f4a9c53, InvalidDBInstanceState: Instance dev-orders is not in available state."},
+		},
+		NextAt: "2030-01-03T18:00:00.000Z"},
+	SchemaID(EventSchema, NucleusRejected): NucleusRejectedPayload{Command: ResourceAttach, ID: exampleScheduleID, UserID: exampleUserID,
+		Reason: ReasonAccountNotFound, Detail: "arn:aws:ec2:eu-central-1:210987654321:instance/i-0fed987cba6543210"},
 }
