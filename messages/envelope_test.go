@@ -258,7 +258,7 @@ func TestNewCommand_rejects_unknown_type(t *testing.T) {
 }
 
 func TestCatalogue_every_type_has_its_domain(t *testing.T) {
-	assert.Equal(t, []messages.Domain{messages.Layer, messages.Org, messages.Sandbox, messages.Task, messages.Timer}, messages.Domains())
+	assert.Equal(t, []messages.Domain{messages.Layer, messages.Nucleus, messages.Org, messages.Sandbox, messages.Task, messages.Timer}, messages.Domains())
 	for _, d := range messages.Domains() {
 		for _, typ := range append(messages.Commands(d), messages.Events(d)...) {
 			got, ok := messages.DomainOf(typ)

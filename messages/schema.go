@@ -92,8 +92,9 @@ var eventReasons = map[Type][]string{
 // nestedSubjects replace the Go name that opens a nested type's doc
 // comment; a producer never sees Go type names.
 var nestedSubjects = map[string]string{
-	"InventoryItem": "Each entry",
-	"LogLine":       "Each line",
+	"InventoryItem":   "Each entry",
+	"LogLine":         "Each line",
+	"ExecutionResult": "Each result",
 }
 
 const (
@@ -110,7 +111,7 @@ type generator struct {
 	names  map[string]string // Go field name → JSON name, to translate comments
 }
 
-//go:embed envelope.go layer.go org.go sandbox.go task.go timer.go
+//go:embed envelope.go layer.go nucleus.go org.go sandbox.go task.go timer.go
 var sources embed.FS
 
 // newGenerator reads the doc comments of the payload types from the
