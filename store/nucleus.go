@@ -9,10 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"transit/machine"
@@ -517,19 +515,9 @@ func (s *Store) GetSchedule(ctx context.Context, id string) (Schedule, []Targete
 }
 
 func (s *Store) scheduleItems(ctx context.Context, id string) (Schedule, []TargetedResource, bool, error) {
-	expr, err := expression.NewBuilder().WithKeyCondition(expression.Key("pk").Equal(expression.Value("SCHEDULE#" + id))).Build()
+	items, err := queryItems(ctx, s.db, s.nucleusApp, "", expression.Key("pk").Equal(expression.Value("SCHEDULE#"+id)), nil, 0)
 	if err != nil {
-		return Schedule{}, nil, false, fmt.Errorf("build query of schedule %s: %w", id, err)
-	}
-	var items []map[string]types.AttributeValue
-	pages := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{TableName: aws.String(s.nucleusApp), KeyConditionExpression: expr.KeyCondition(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(), ConsistentRead: aws.Bool(true)})
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
-		if err != nil {
-			return Schedule{}, nil, false, fmt.Errorf("query schedule %s: %w", id, err)
-		}
-		items = append(items, page.Items...)
+		return Schedule{}, nil, false, err
 	}
 	var (
 		sch       Schedule

@@ -174,6 +174,20 @@ func getItem[T any](ctx context.Context, db *dynamodb.Client, table string, key 
 // query reads a table, strongly consistent, or one of its indexes (index
 // empty for the table), every page unless limit is set.
 func query[T any](ctx context.Context, db *dynamodb.Client, table, index string, kc expression.KeyConditionBuilder, filter *expression.ConditionBuilder, limit int32) ([]T, error) {
+	items, err := queryItems(ctx, db, table, index, kc, filter, limit)
+	if err != nil {
+		return nil, err
+	}
+	var all []T
+	if err := attributevalue.UnmarshalListOfMaps(items, &all); err != nil {
+		return nil, fmt.Errorf("decode %s %s: %w", table, index, err)
+	}
+	return all, nil
+}
+
+// queryItems is query's read, the items as stored: for a partition that
+// holds items of several types.
+func queryItems(ctx context.Context, db *dynamodb.Client, table, index string, kc expression.KeyConditionBuilder, filter *expression.ConditionBuilder, limit int32) ([]map[string]types.AttributeValue, error) {
 	b := expression.NewBuilder().WithKeyCondition(kc)
 	if filter != nil {
 		b = b.WithFilter(*filter)
@@ -199,17 +213,13 @@ func query[T any](ctx context.Context, db *dynamodb.Client, table, index string,
 	if limit > 0 {
 		in.Limit = aws.Int32(limit)
 	}
-	var all []T
+	var all []map[string]types.AttributeValue
 	for {
 		out, err := db.Query(ctx, in)
 		if err != nil {
 			return nil, fmt.Errorf("query %s %s: %w", table, index, err)
 		}
-		var page []T
-		if err := attributevalue.UnmarshalListOfMaps(out.Items, &page); err != nil {
-			return nil, fmt.Errorf("decode %s %s page: %w", table, index, err)
-		}
-		all = append(all, page...)
+		all = append(all, out.Items...)
 		if limit > 0 || len(out.LastEvaluatedKey) == 0 {
 			return all, nil
 		}
@@ -253,8 +263,8 @@ type Page[T any] struct {
 	Next  string
 }
 
-// newestFirst reads one page of at most limit items of a table's index,
-// newest first (descending sort key), from cursor (a Page's Next; ""
+// newestFirst reads one page of at most limit items of a table or one of
+// its indexes (index empty for the table), newest first (descending sort key), from cursor (a Page's Next; ""
 // for the first page), keeping those filter holds for (nil: all).
 func newestFirst[T any](ctx context.Context, db *dynamodb.Client, table, index string, kc expression.KeyConditionBuilder, filter *expression.ConditionBuilder, limit int32, cursor string) (Page[T], error) {
 	b := expression.NewBuilder().WithKeyCondition(kc)
@@ -266,9 +276,12 @@ func newestFirst[T any](ctx context.Context, db *dynamodb.Client, table, index s
 		return Page[T]{}, fmt.Errorf("build query on %s %s: %w", table, index, err)
 	}
 	in := &dynamodb.QueryInput{
-		TableName: aws.String(table), IndexName: aws.String(index), KeyConditionExpression: expr.KeyCondition(),
+		TableName: aws.String(table), KeyConditionExpression: expr.KeyCondition(),
 		FilterExpression: expr.Filter(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 		ScanIndexForward: aws.Bool(false), Limit: aws.Int32(limit),
+	}
+	if index != "" {
+		in.IndexName = aws.String(index)
 	}
 	if cursor != "" {
 		if in.ExclusiveStartKey, err = decodeCursor(cursor); err != nil {

@@ -3,17 +3,14 @@ package store
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // This file reads the audit trail: the Nucleus audit entries and every
@@ -43,22 +40,14 @@ type AuditRecord struct {
 	sortKey       string
 }
 
-func nucleusRecord(item map[string]types.AttributeValue) (AuditRecord, error) {
-	var e nucleusEntry
-	if err := attributevalue.UnmarshalMap(item, &e); err != nil {
-		return AuditRecord{}, fmt.Errorf("decode audit entry: %w", err)
-	}
+func nucleusRecord(e nucleusEntry) AuditRecord {
 	return AuditRecord{Entity: strings.TrimPrefix(e.PK, "ENTITY#"), At: sortKeyTime(e.SK), Action: e.Action, UserID: e.UserID,
-		Status: e.Status, Details: e.Details, CommandID: e.CommandID, CorrelationID: e.CorrelationID, sortKey: e.SK}, nil
+		Status: e.Status, Details: e.Details, CommandID: e.CommandID, CorrelationID: e.CorrelationID, sortKey: e.SK}
 }
 
-func outcomeRecord(item map[string]types.AttributeValue) (AuditRecord, error) {
-	var o auditItem
-	if err := attributevalue.UnmarshalMap(item, &o); err != nil {
-		return AuditRecord{}, fmt.Errorf("decode outcome: %w", err)
-	}
+func outcomeRecord(o auditItem) AuditRecord {
 	return AuditRecord{Entity: strings.TrimPrefix(o.Entity, "ENTITY#"), At: sortKeyTime(o.GSI1SK), Action: o.Action, UserID: o.Actor,
-		Status: o.Status, Reason: o.Reason, CommandID: o.CommandID, CorrelationID: o.CorrelationID, sortKey: o.GSI1SK}, nil
+		Status: o.Status, Reason: o.Reason, CommandID: o.CommandID, CorrelationID: o.CorrelationID, sortKey: o.GSI1SK}
 }
 
 // sortKeyTime is the time in TIMESTAMP#<time>#….
@@ -67,64 +56,46 @@ func sortKeyTime(sk string) string {
 	return at
 }
 
-// trailQuery is one of the queries a trail read merges.
-type trailQuery struct {
-	table, index string
-	kc           expression.KeyConditionBuilder
-	decode       func(map[string]types.AttributeValue) (AuditRecord, error)
+// trailQuery reads one page of at most limit records of one trail,
+// newest first.
+type trailQuery func(ctx context.Context, limit int32) ([]AuditRecord, error)
+
+// trail is the query of a trail's table or index whose items are T.
+func trail[T any](s *Store, table, index string, kc expression.KeyConditionBuilder, record func(T) AuditRecord) trailQuery {
+	return func(ctx context.Context, limit int32) ([]AuditRecord, error) {
+		page, err := newestFirst[T](ctx, s.db, table, index, kc, nil, limit, "")
+		if err != nil {
+			return nil, err
+		}
+		records := make([]AuditRecord, len(page.Items))
+		for i, item := range page.Items {
+			records[i] = record(item)
+		}
+		return records, nil
+	}
 }
 
-// merged runs the queries at once, each newest first and at most limit
-// records, and merges their records newest first. A command's outcome
-// and its Nucleus entry share a sort key: the entry, which says more, is
-// kept.
-func (s *Store) merged(ctx context.Context, queries []trailQuery, limit int32) ([]AuditRecord, error) {
+// merged runs the queries at once, each for at most limit records, and
+// merges their records newest first. A command's outcome and its Nucleus
+// entry share a sort key: the entry, which says more, is kept.
+func merged(ctx context.Context, queries []trailQuery, limit int32) ([]AuditRecord, error) {
 	results := make([][]AuditRecord, len(queries))
 	errs := make([]error, len(queries))
 	var wg sync.WaitGroup
 	for i, q := range queries {
-		wg.Go(func() { results[i], errs[i] = s.trailPage(ctx, q, limit) })
+		wg.Go(func() { results[i], errs[i] = q(ctx, limit) })
 	}
 	wg.Wait()
-	var all []AuditRecord
-	for i := range queries {
-		if errs[i] != nil {
-			return nil, errs[i]
-		}
-		all = append(all, results[i]...)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
+	all := slices.Concat(results...)
 	slices.SortStableFunc(all, func(a, b AuditRecord) int { return strings.Compare(b.sortKey, a.sortKey) })
 	all = slices.CompactFunc(all, func(a, b AuditRecord) bool { return a.sortKey == b.sortKey && a.CommandID == b.CommandID })
 	if len(all) > int(limit) {
 		all = all[:limit]
 	}
 	return all, nil
-}
-
-func (s *Store) trailPage(ctx context.Context, q trailQuery, limit int32) ([]AuditRecord, error) {
-	expr, err := expression.NewBuilder().WithKeyCondition(q.kc).Build()
-	if err != nil {
-		return nil, fmt.Errorf("build query on %s: %w", q.table, err)
-	}
-	in := &dynamodb.QueryInput{TableName: aws.String(q.table), KeyConditionExpression: expr.KeyCondition(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-		ScanIndexForward: aws.Bool(false), Limit: aws.Int32(limit)}
-	if q.index != "" {
-		in.IndexName = aws.String(q.index)
-	}
-	out, err := s.db.Query(ctx, in)
-	if err != nil {
-		return nil, fmt.Errorf("query %s %s: %w", q.table, q.index, err)
-	}
-	records := make([]AuditRecord, 0, len(out.Items))
-	for _, item := range out.Items {
-		r, err := q.decode(item)
-		if err != nil {
-			return nil, err
-		}
-		records = append(records, r)
-	}
-	return records, nil
 }
 
 // EntityHistory is one page of an entity's history, newest first, from
@@ -142,9 +113,9 @@ func (s *Store) EntityHistory(ctx context.Context, entity string, limit int32, c
 		}
 		before = string(b)
 	}
-	records, err := s.merged(ctx, []trailQuery{
-		{table: s.nucleusAudit, kc: expression.Key("pk").Equal(expression.Value(pk)).And(expression.Key("sk").LessThan(expression.Value(before))), decode: nucleusRecord},
-		{table: s.audit, index: "EntityIndex", kc: expression.Key("entity").Equal(expression.Value(pk)).And(expression.Key("gsi1sk").LessThan(expression.Value(before))), decode: outcomeRecord},
+	records, err := merged(ctx, []trailQuery{
+		trail(s, s.nucleusAudit, "", expression.Key("pk").Equal(expression.Value(pk)).And(expression.Key("sk").LessThan(expression.Value(before))), nucleusRecord),
+		trail(s, s.audit, "EntityIndex", expression.Key("entity").Equal(expression.Value(pk)).And(expression.Key("gsi1sk").LessThan(expression.Value(before))), outcomeRecord),
 	}, limit+1)
 	if err != nil {
 		return Page[AuditRecord]{}, fmt.Errorf("history of %s: %w", entity, err)
@@ -166,11 +137,9 @@ func (s *Store) RecentAudit(ctx context.Context, since time.Time, limit int32) (
 	for n := range AuditGlobalKeys {
 		kc := expression.Key("gsi1pk").Equal(expression.Value(globalPartition(n))).
 			And(expression.Key("gsi1sk").GreaterThanEqual(expression.Value(from)))
-		queries = append(queries,
-			trailQuery{table: s.nucleusAudit, index: "GSI1", kc: kc, decode: nucleusRecord},
-			trailQuery{table: s.audit, index: "GlobalIndex", kc: kc, decode: outcomeRecord})
+		queries = append(queries, trail(s, s.nucleusAudit, "GSI1", kc, nucleusRecord), trail(s, s.audit, "GlobalIndex", kc, outcomeRecord))
 	}
-	records, err := s.merged(ctx, queries, limit)
+	records, err := merged(ctx, queries, limit)
 	if err != nil {
 		return nil, fmt.Errorf("recent audit: %w", err)
 	}
