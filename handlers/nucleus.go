@@ -371,7 +371,7 @@ func (h *Nucleus) act(ctx context.Context, c store.Cmd, p *messages.ScheduleWind
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	var out []messages.ExecutionResult
+	out := make([]messages.ExecutionResult, 0, len(results))
 	for _, r := range results {
 		if r != nil {
 			out = append(out, *r)
