@@ -135,6 +135,10 @@ var machines = map[string]interface{ Mermaid() string }{
 	machine.Queue.Name:        machine.Queue,
 	machine.Agent.Name:        machine.Agent,
 	machine.Notification.Name: machine.Notification,
+
+	machine.Account.Name:  machine.Account,
+	machine.Schedule.Name: machine.Schedule,
+	machine.Resource.Name: machine.Resource,
 }
 
 // projection is what store's provisioning projects into every secondary

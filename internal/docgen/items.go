@@ -43,6 +43,9 @@ var itemTypes = map[string][]itemType{
 	"TaskEvents":    {{"store", "TaskEvent"}},
 	"Logs":          {{"store", "LogEntry"}},
 	"Notifications": {{"store", "Notification"}},
+
+	"NucleusAppTable":   {{"store", "Account"}, {"store", "Schedule"}, {"store", "TargetedResource"}},
+	"NucleusAuditTable": {{"store", "nucleusEntry"}},
 }
 
 // structDoc is an item struct as its source declares it.
