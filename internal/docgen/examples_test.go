@@ -68,6 +68,17 @@ var eventPayloads = map[messages.Type]func() any{
 	messages.AgentStale:                func() any { return new(messages.AgentStatusPayload) },
 	messages.AgentOffline:              func() any { return new(messages.AgentStatusPayload) },
 	messages.TaskRejected:              func() any { return new(messages.TaskRejectedPayload) },
+	messages.AccountRegistered:         func() any { return new(messages.AccountPayload) },
+	messages.AccountUpdated:            func() any { return new(messages.AccountPayload) },
+	messages.AccountTested:             func() any { return new(messages.AccountTestedPayload) },
+	messages.ScheduleUpserted:          func() any { return new(messages.SchedulePayload) },
+	messages.ScheduleEnabled:           func() any { return new(messages.SchedulePayload) },
+	messages.ScheduleDisabled:          func() any { return new(messages.SchedulePayload) },
+	messages.ScheduleDeleted:           func() any { return new(messages.ScheduleDeletedPayload) },
+	messages.ResourceAttached:          func() any { return new(messages.ResourceEventPayload) },
+	messages.ResourceDetached:          func() any { return new(messages.ResourceEventPayload) },
+	messages.ScheduleWindowExecuted:    func() any { return new(messages.WindowExecutedPayload) },
+	messages.NucleusRejected:           func() any { return new(messages.NucleusRejectedPayload) },
 }
 
 // example is a ```json block of a docs page that holds a message envelope.
