@@ -28,8 +28,8 @@ type nucleusStore interface {
 	RecordedWindow(ctx context.Context, cmd store.Cmd) (store.WindowOutcome, bool, error)
 	OpenWindow(ctx context.Context, cmd store.Cmd, id, edge, windowAt string) (store.Schedule, []store.TargetedResource, error)
 	ClaimResource(ctx context.Context, cmd store.Cmd, r store.TargetedResource, window string, until time.Time) (store.TargetedResource, bool, error)
-	FinishResource(ctx context.Context, cmd store.Cmd, at time.Time, r store.TargetedResource, edge, window string, result messages.ExecutionResult, count int) (store.TargetedResource, error)
-	CloseWindow(ctx context.Context, cmd store.Cmd, id, edge, windowAt, next string, results []messages.ExecutionResult) (store.WindowOutcome, error)
+	FinishResource(ctx context.Context, cmd store.Cmd, at time.Time, r store.TargetedResource, edge, window string, result messages.ExecutionResult, count int) (messages.ExecutionResult, error)
+	CloseWindow(ctx context.Context, cmd store.Cmd, id, edge, windowAt, next string, w store.WindowOutcome) (store.WindowOutcome, error)
 }
 
 // Cloud acts in an account through its role (provider.Cloud): who the
@@ -43,6 +43,10 @@ type Cloud interface {
 
 // windowParallelism bounds the resources one window acts on at once.
 const windowParallelism = 8
+
+// busyPause is how often a delivery looks again at a resource another
+// delivery of its window holds.
+const busyPause = 500 * time.Millisecond
 
 // windowHold is how long a window holds a resource when its command has
 // no deadline: after it, another delivery may act instead.
@@ -305,7 +309,10 @@ func (h *Nucleus) window(ctx context.Context, c store.Cmd, p *messages.ScheduleW
 	}
 	at := parseISO(p.WindowAt)
 	outs := one(messages.ScheduleWindowExecuted, at, messages.WindowExecutedPayload{ScheduleID: p.ScheduleID, Edge: p.Edge,
-		WindowAt: p.WindowAt, Results: w.Results, NextAt: w.NextAt})
+		WindowAt: p.WindowAt, Results: w.Results, NextAt: w.NextAt, Overtaken: w.Overtaken})
+	if w.NextAt == "" {
+		return outs, nil
+	}
 	timer, err := h.windowTimer(c, at, p.ScheduleID, p.Edge, w.NextAt)
 	if err != nil {
 		return nil, err
@@ -322,18 +329,23 @@ func (h *Nucleus) execute(ctx context.Context, c store.Cmd, p *messages.Schedule
 	if reason != "" {
 		return store.WindowOutcome{}, fmt.Errorf("schedule %s: %s", sch.ScheduleID, detail)
 	}
-	edge := start
+	edge, other := start, sch.NextStopAt
 	if p.Edge == messages.EdgeStop {
-		edge = stop
+		edge, other = stop, sch.NextStartAt
 	}
 	// The next window after this one, or after now when transit was down
 	// through some: a missed window is not made up.
-	next := edge.Next(later(parseISO(p.WindowAt), c.At))
+	next := store.At(edge.Next(later(parseISO(p.WindowAt), c.At))).String()
+	// Down through both edges' windows, only the later acts: the
+	// resources end as the schedule now says.
+	if other > p.WindowAt && !parseISO(other).After(c.At) {
+		return h.store.CloseWindow(ctx, c, p.ScheduleID, p.Edge, p.WindowAt, next, store.WindowOutcome{Results: []messages.ExecutionResult{}, Overtaken: true})
+	}
 	results, err := h.act(ctx, c, p, resources)
 	if err != nil {
 		return store.WindowOutcome{}, err
 	}
-	return h.store.CloseWindow(ctx, c, p.ScheduleID, p.Edge, p.WindowAt, store.At(next).String(), results)
+	return h.store.CloseWindow(ctx, c, p.ScheduleID, p.Edge, p.WindowAt, next, store.WindowOutcome{Results: results})
 }
 
 func later(a, b time.Time) time.Time {
@@ -408,6 +420,16 @@ func (h *Nucleus) roles(ctx context.Context, resources []store.TargetedResource)
 // is then the one recorded); nil when the resource was detached meanwhile.
 func (h *Nucleus) actOn(ctx context.Context, c store.Cmd, r store.TargetedResource, edge, window string, until time.Time, via role) (*messages.ExecutionResult, error) {
 	held, acted, err := h.store.ClaimResource(ctx, c, r, window, until)
+	// Another delivery of the window holds it: wait for its result, or
+	// for its hold to lapse, rather than spend a receive of this one.
+	for errors.Is(err, store.ErrResourceBusy) {
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(busyPause):
+		}
+		held, acted, err = h.store.ClaimResource(ctx, c, r, window, until)
+	}
 	if _, rejected := store.AsRejection(err); rejected {
 		return nil, nil
 	}
@@ -422,10 +444,7 @@ func (h *Nucleus) actOn(ctx context.Context, c store.Cmd, r store.TargetedResour
 	if err != nil {
 		result.Status, result.Error = messages.ExecFail, err.Error()
 	}
-	if _, err := h.store.FinishResource(ctx, c, h.now(), held, edge, window, result, int(count)); err != nil {
-		if _, rejected := store.AsRejection(err); rejected {
-			return nil, nil
-		}
+	if result, err = h.store.FinishResource(ctx, c, h.now(), held, edge, window, result, int(count)); err != nil {
 		return nil, err
 	}
 	return &result, nil

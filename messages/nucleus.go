@@ -404,7 +404,12 @@ type WindowExecutedPayload struct {
 	Edge       string            `json:"edge"`
 	WindowAt   string            `json:"window_at"`
 	Results    []ExecutionResult `json:"results"`
-	NextAt     string            `json:"next_at"`
+	// NextAt is the edge's next window, armed; absent when the schedule
+	// was disabled, deleted or re-timed while this one acted.
+	NextAt string `json:"next_at,omitempty"`
+	// Overtaken: the window acted on nothing, as the other edge's later
+	// window was due too (transit was down through both).
+	Overtaken bool `json:"overtaken,omitempty"`
 }
 
 // ExecutionResult is what a window did to one resource.

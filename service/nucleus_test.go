@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"transit/config"
 	"transit/handlers"
 	"transit/messages"
 	"transit/provider"
@@ -601,4 +602,87 @@ func TestNucleus_a_window_that_dies_after_acting_is_acted_on_once(t *testing.T) 
 	for _, arn := range arns {
 		assert.Len(t, executions[arn], 1, "%s audited once", arn)
 	}
+}
+
+// TestNucleus_after_an_outage_only_the_later_window_acts: transit was
+// down through a start and a stop window; both arrive together, the
+// earlier is overtaken (acts on nothing, arms its next window) and the
+// later acts, so the instance ends as the schedule now says.
+func TestNucleus_after_an_outage_only_the_later_window_acts(t *testing.T) {
+	// No timer domain: the test delivers the windows itself, in the
+	// order an outage's backlog might.
+	s := newStack(t, func(c *config.Config) { c.Domains = "nucleus" })
+	s.serve(service.ServeOptions{})
+	c := s.cloud()
+	arns := c.instances(1)
+	s.account("Sandbox account")
+	// Armed two days ago: both windows are long due.
+	s.clock.Shift(-48 * time.Hour)
+	s.apply(messages.ScheduleUpsert, messages.ScheduleUpsertPayload{ScheduleID: "sch-late", ScheduleName: "Late",
+		StartCron: "0 8 * * *", EndCron: "0 19 * * *", Timezone: "UTC", UserID: "u-ops"}, messages.ScheduleUpserted)
+	s.apply(messages.ResourceAttach, messages.ResourcePayload{ScheduleID: "sch-late", ResourceARN: arns[0], UserID: "u-ops"}, messages.ResourceAttached)
+	s.clock.Shift(0)
+	sch, _, _, err := s.svc.Store.GetSchedule(context.Background(), "sch-late")
+	require.NoError(t, err)
+	first, last := messages.EdgeStart, messages.EdgeStop
+	firstAt, lastAt := sch.NextStartAt, sch.NextStopAt
+	if lastAt < firstAt {
+		first, last, firstAt, lastAt = last, first, lastAt, firstAt
+	}
+
+	overtaken := s.window("sch-late", first, firstAt, 1)
+	assert.True(t, overtaken.Overtaken)
+	assert.Empty(t, overtaken.Results)
+	assert.Greater(t, overtaken.NextAt, time.Now().UTC().Format(time.RFC3339), "its next window is armed, in the future")
+	acted := s.window("sch-late", last, lastAt, 1)
+	assert.False(t, acted.Overtaken)
+	require.Len(t, acted.Results, 1)
+	assert.Equal(t, messages.ExecSuccess, acted.Results[0].Status, acted.Results[0].Error)
+	want := ec2types.InstanceStateNameRunning
+	if last == messages.EdgeStop {
+		want = ec2types.InstanceStateNameStopped
+	}
+	assert.Equal(t, want, c.instanceState(arns[0]))
+	assert.Len(t, s.executions("sch-late")[arns[0]], 1, "only the later window acted")
+}
+
+// disablingCloud disables the schedule while the window stops its
+// resource: a change that lands mid-window.
+type disablingCloud struct {
+	handlers.Cloud
+	disable func()
+}
+
+func (d *disablingCloud) Stop(ctx context.Context, role string, r messages.ResourceARN) (int32, error) {
+	d.disable()
+	return d.Cloud.Stop(ctx, role, r)
+}
+
+// TestNucleus_a_schedule_disabled_mid_window_keeps_the_results: the
+// window's resource stopped and audited, the window reports it, and arms
+// no next window: the schedule is disabled.
+func TestNucleus_a_schedule_disabled_mid_window_keeps_the_results(t *testing.T) {
+	s := newStack(t)
+	c := s.cloud()
+	arns := c.instances(1)
+	cloud := &disablingCloud{Cloud: provider.NewCloud(s.svc.AWS)}
+	cloud.disable = func() {
+		cmd := store.Cmd{ID: uuid.NewString(), Type: string(messages.ScheduleDisable), Actor: "u-ops", At: time.Now()}
+		_, err := s.svc.Store.DisableSchedule(context.Background(), cmd, messages.ScheduleRefPayload{ScheduleID: "sch-mid", UserID: "u-ops"})
+		assert.NoError(t, err)
+	}
+	s.serve(service.ServeOptions{Cloud: cloud})
+	s.account("Sandbox account")
+	sch := s.schedule("sch-mid", arns...)
+
+	w := s.window("sch-mid", messages.EdgeStop, sch.NextStopAt, 1)
+	require.Len(t, w.Results, 1)
+	assert.Equal(t, messages.ExecSuccess, w.Results[0].Status, w.Results[0].Error)
+	assert.Empty(t, w.NextAt, "no next window for a disabled schedule")
+	assert.Equal(t, ec2types.InstanceStateNameStopped, c.instanceState(arns[0]))
+	assert.Len(t, s.executions("sch-mid")[arns[0]], 1)
+	after, _, _, err := s.svc.Store.GetSchedule(context.Background(), "sch-mid")
+	require.NoError(t, err)
+	assert.False(t, after.Enabled)
+	assert.Empty(t, after.NextStopAt)
 }

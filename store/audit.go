@@ -73,13 +73,15 @@ type auditItem struct {
 	// TRACK#<track> (an allocation refused), POOL (a sync),
 	// LAYER#<region>.<package>#<version>, BUILD#<package>#<version>,
 	// TIMER#<timer ID>, ORG#<org>, USER#<user>, PROJECT#, SETTINGS#,
-	// SECRET#, TASK#, AGENT# or NOTIFICATION#<org>/<id>.
+	// SECRET#, TASK#, AGENT# or NOTIFICATION#<org>/<id>, ACCOUNT#<id>,
+	// SCHEDULE#<id>.
 	Entity string `dynamodbav:"entity"`
 	// Action is the command's type, e.g. sandbox.allocate.
 	Action string `dynamodbav:"action"`
 	// Actor is who asked: the track of a sandbox allocation or release,
 	// the actor (user:<id>, agent:<id>, system) of an org or task
-	// command; absent for other commands.
+	// command, the user_id of a Nucleus command; absent for other
+	// commands.
 	Actor string `dynamodbav:"user_id,omitempty"`
 	// CommandID is the command's ID.
 	CommandID string `dynamodbav:"command_id"`

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"transit/machine"
@@ -74,9 +75,8 @@ type Schedule struct {
 	// State is enabled or disabled, as Enabled says: the state machine's
 	// attribute.
 	State string `dynamodbav:"schedule_state" json:"-"`
-	// NextStartAt and NextStopAt are the windows armed as timers while it
-	// is enabled; a window that fires acts only if it is still the one
-	// armed.
+	// NextStartAt is the start window armed as a timer while it is
+	// enabled; a window that fires acts only if it is still the one armed.
 	NextStartAt string `dynamodbav:"next_start_at,omitempty" json:"next_start_at,omitempty"`
 	// NextStopAt is the next stop window armed.
 	NextStopAt string `dynamodbav:"next_stop_at,omitempty" json:"next_stop_at,omitempty"`
@@ -114,15 +114,15 @@ type TargetedResource struct {
 	// ExecutionState is acting while a window holds it, then running,
 	// stopped or failed by what the last window did; absent before any.
 	ExecutionState string `dynamodbav:"execution_state,omitempty" json:"execution_state,omitempty"`
-	// Window is the window holding it (<edge>@<window_at>) and
-	// ActingUntil when that hold lapses, should its delivery die.
+	// Window is the window holding it: <edge>@<window_at>.
 	Window string `dynamodbav:"window,omitempty" json:"window,omitempty"`
-	// ActingUntil is when the hold of Window lapses.
+	// ActingUntil is when the hold of Window lapses, should its delivery
+	// die.
 	ActingUntil string `dynamodbav:"acting_until,omitempty" json:"acting_until,omitempty"`
 	// LastWindow is the last window that acted on it: a redelivery of
 	// that window does not act again.
 	LastWindow string `dynamodbav:"last_window,omitempty" json:"last_window,omitempty"`
-	// LastStatus is SUCCESS or FAIL, LastError the AWS error of a FAIL.
+	// LastStatus is the last window's result: SUCCESS or FAIL.
 	LastStatus string `dynamodbav:"last_status,omitempty" json:"last_status,omitempty"`
 	// LastError is the AWS error of the last window's FAIL.
 	LastError string `dynamodbav:"last_error,omitempty" json:"last_error,omitempty"`
@@ -160,7 +160,7 @@ type nucleusEntry struct {
 	Details string `dynamodbav:"details"`
 	// Status is SUCCESS or FAIL.
 	Status string `dynamodbav:"status"`
-	// CommandID and CorrelationID link the entry to its command.
+	// CommandID is the ID of the command that made the change.
 	CommandID string `dynamodbav:"command_id"`
 	// CorrelationID is the command's correlation ID.
 	CorrelationID string `dynamodbav:"correlation_id"`
@@ -561,10 +561,13 @@ func (s *Store) AccountResources(ctx context.Context, accountID string) ([]Targe
 }
 
 // WindowOutcome is what a window did: each resource's result, and the
-// schedule's next window of its edge.
+// schedule's next window of its edge (none when the schedule changed
+// while the window acted). Overtaken is a window that acted on nothing:
+// the other edge's later window was due too.
 type WindowOutcome struct {
-	Results []messages.ExecutionResult `json:"results"`
-	NextAt  string                     `json:"next_at"`
+	Results   []messages.ExecutionResult `json:"results"`
+	NextAt    string                     `json:"next_at,omitempty"`
+	Overtaken bool                       `json:"overtaken,omitempty"`
 }
 
 // RecordedWindow is the outcome a schedule.window-due recorded before, if
@@ -638,8 +641,12 @@ func (s *Store) ClaimResource(ctx context.Context, cmd Cmd, r TargetedResource, 
 
 // FinishResource records what window did to a resource it holds, at at,
 // with its EXECUTE audit entry, in one transaction. count is the ECS
-// desired count a stop found.
-func (s *Store) FinishResource(ctx context.Context, cmd Cmd, at time.Time, r TargetedResource, edge, window string, result messages.ExecutionResult, count int) (TargetedResource, error) {
+// desired count a stop found. It returns the window's result for the
+// resource: result, or, when another delivery of the window recorded one
+// first, that one. A resource that moved on without this window's result
+// (detached, or taken by another window once the hold lapsed) gets the
+// entry alone: every call made is audited.
+func (s *Store) FinishResource(ctx context.Context, cmd Cmd, at time.Time, r TargetedResource, edge, window string, result messages.ExecutionResult, count int) (messages.ExecutionResult, error) {
 	transition := machine.ResourceFail
 	switch {
 	case result.Status == messages.ExecFail:
@@ -654,25 +661,34 @@ func (s *Store) FinishResource(ctx context.Context, cmd Cmd, at time.Time, r Tar
 		"resource_arn": r.ResourceARN, "resource_type": r.ResourceType, "region": r.Region, "edge": edge, "window": window, "error": result.Error,
 	}, arnTag(r.ResourceARN))
 	if err != nil {
-		return TargetedResource{}, err
+		return result, err
 	}
 	st.with = []joined{audit}
-	var done TargetedResource
+	refused := false
 	err = retrying(ctx, st, func() error {
 		read, err := getRaw(ctx, s.db, s.nucleusApp, st.key)
 		if err != nil {
 			return err
 		}
 		out, err := writeJoined(ctx, s, st, read)
-		if err != nil {
-			return err
-		}
-		if !out.Applies() {
-			return &Rejection{Reason: out.Reason, At: at}
-		}
-		return attributevalue.UnmarshalMap(out.Next, &done)
+		refused = err == nil && !out.Applies()
+		return err
 	})
-	return done, wrap(err, "finish %s for %s", r.ResourceARN, window)
+	if err != nil || !refused {
+		return result, wrap(err, "finish %s for %s", r.ResourceARN, window)
+	}
+	now, _, err := getItem[TargetedResource](ctx, s.db, s.nucleusApp, st.key)
+	if err != nil {
+		return result, err
+	}
+	if now.LastWindow == window {
+		return messages.ExecutionResult{ResourceARN: r.ResourceARN, ResourceType: r.ResourceType, Status: now.LastStatus, Error: now.LastError}, nil
+	}
+	put := audit.item.Put
+	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: put.TableName, Item: put.Item}); err != nil {
+		return result, fmt.Errorf("audit %s for %s: %w", r.ResourceARN, window, err)
+	}
+	return result, nil
 }
 
 // arnTag tells apart the entries one window writes, one per resource.
@@ -683,17 +699,30 @@ func arnTag(arn string) string {
 }
 
 // CloseWindow records a window's outcome and moves the schedule's window
-// of that edge on to next, if the window is still the one armed.
-func (s *Store) CloseWindow(ctx context.Context, cmd Cmd, id, edge, windowAt, next string, results []messages.ExecutionResult) (WindowOutcome, error) {
-	w := WindowOutcome{Results: results, NextAt: next}
-	st := nucleusStep(machine.Schedule, advanceOf(edge), scheduleKey(id), s.nucleusApp, "SCHEDULE#"+id,
-		machine.NucleusInput{WindowAt: windowAt, Next: next})
-	st.details = &w
-	var replayed WindowOutcome
-	if err := apply(ctx, s, cmd, st, &replayed); err != nil {
-		return WindowOutcome{}, wrap(err, "close %s window of schedule %s", edge, id)
+// of that edge on to next. A schedule changed while the window acted
+// (disabled, deleted or re-timed) keeps the timers the change left: the
+// outcome records the results without a next window.
+func (s *Store) CloseWindow(ctx context.Context, cmd Cmd, id, edge, windowAt, next string, w WindowOutcome) (WindowOutcome, error) {
+	entity := "SCHEDULE#" + id
+	st := nucleusStep(machine.Schedule, advanceOf(edge), scheduleKey(id), s.nucleusApp, entity, machine.NucleusInput{WindowAt: windowAt, Next: next})
+	read, err := getRaw(ctx, s.db, s.nucleusApp, st.key)
+	if err != nil {
+		return WindowOutcome{}, err
 	}
-	if replayed.NextAt != "" {
+	var replayed WindowOutcome
+	if out := st.m.Decide(st.t, read, read, st.in); !out.Applies() {
+		w.NextAt = ""
+		if _, err := s.record(ctx, cmd, entity, Applied, out.Reason, &w, &replayed); err != nil {
+			return WindowOutcome{}, wrap(err, "close %s window of schedule %s", edge, id)
+		}
+	} else {
+		w.NextAt = next
+		st.details = &w
+		if err := apply(ctx, s, cmd, st, &replayed); err != nil {
+			return WindowOutcome{}, wrap(err, "close %s window of schedule %s", edge, id)
+		}
+	}
+	if replayed.Results != nil {
 		return replayed, nil
 	}
 	return w, nil

@@ -57,45 +57,58 @@ func sortKeyTime(sk string) string {
 }
 
 // trailQuery reads one page of at most limit records of one trail,
-// newest first.
-type trailQuery func(ctx context.Context, limit int32) ([]AuditRecord, error)
+// newest first; more says whether the trail holds older ones.
+type trailQuery func(ctx context.Context, limit int32) (records []AuditRecord, more bool, err error)
 
 // trail is the query of a trail's table or index whose items are T.
 func trail[T any](s *Store, table, index string, kc expression.KeyConditionBuilder, record func(T) AuditRecord) trailQuery {
-	return func(ctx context.Context, limit int32) ([]AuditRecord, error) {
+	return func(ctx context.Context, limit int32) ([]AuditRecord, bool, error) {
 		page, err := newestFirst[T](ctx, s.db, table, index, kc, nil, limit, "")
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		records := make([]AuditRecord, len(page.Items))
 		for i, item := range page.Items {
 			records[i] = record(item)
 		}
-		return records, nil
+		return records, page.Next != "", nil
 	}
 }
 
 // merged runs the queries at once, each for at most limit records, and
-// merges their records newest first. A command's outcome and its Nucleus
+// merges their records newest first, at most limit; more says whether
+// older records remain. A trail whose page ended early (DynamoDB's 1 MB
+// page) is complete only down to its last record: older records of the
+// others wait for the next page. A command's outcome and its Nucleus
 // entry share a sort key: the entry, which says more, is kept.
-func merged(ctx context.Context, queries []trailQuery, limit int32) ([]AuditRecord, error) {
+func merged(ctx context.Context, queries []trailQuery, limit int32) (records []AuditRecord, more bool, err error) {
 	results := make([][]AuditRecord, len(queries))
+	mores := make([]bool, len(queries))
 	errs := make([]error, len(queries))
 	var wg sync.WaitGroup
 	for i, q := range queries {
-		wg.Go(func() { results[i], errs[i] = q(ctx, limit) })
+		wg.Go(func() { results[i], mores[i], errs[i] = q(ctx, limit) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	floor := ""
+	for i, rs := range results {
+		if mores[i] && len(rs) > 0 {
+			floor = max(floor, rs[len(rs)-1].sortKey)
+		}
 	}
 	all := slices.Concat(results...)
 	slices.SortStableFunc(all, func(a, b AuditRecord) int { return strings.Compare(b.sortKey, a.sortKey) })
 	all = slices.CompactFunc(all, func(a, b AuditRecord) bool { return a.sortKey == b.sortKey && a.CommandID == b.CommandID })
-	if len(all) > int(limit) {
-		all = all[:limit]
+	if cut := slices.IndexFunc(all, func(r AuditRecord) bool { return r.sortKey < floor }); cut >= 0 {
+		all, more = all[:cut], true
 	}
-	return all, nil
+	if len(all) > int(limit) {
+		all, more = all[:limit], true
+	}
+	return all, more || slices.Contains(mores, true), nil
 }
 
 // EntityHistory is one page of an entity's history, newest first, from
@@ -113,17 +126,16 @@ func (s *Store) EntityHistory(ctx context.Context, entity string, limit int32, c
 		}
 		before = string(b)
 	}
-	records, err := merged(ctx, []trailQuery{
+	records, more, err := merged(ctx, []trailQuery{
 		trail(s, s.nucleusAudit, "", expression.Key("pk").Equal(expression.Value(pk)).And(expression.Key("sk").LessThan(expression.Value(before))), nucleusRecord),
 		trail(s, s.audit, "EntityIndex", expression.Key("entity").Equal(expression.Value(pk)).And(expression.Key("gsi1sk").LessThan(expression.Value(before))), outcomeRecord),
-	}, limit+1)
+	}, limit)
 	if err != nil {
 		return Page[AuditRecord]{}, fmt.Errorf("history of %s: %w", entity, err)
 	}
 	page := Page[AuditRecord]{Items: records}
-	if len(records) > int(limit) {
-		page.Items = records[:limit]
-		page.Next = base64.RawURLEncoding.EncodeToString([]byte(records[limit-1].sortKey))
+	if more && len(records) > 0 {
+		page.Next = base64.RawURLEncoding.EncodeToString([]byte(records[len(records)-1].sortKey))
 	}
 	return page, nil
 }
@@ -139,7 +151,7 @@ func (s *Store) RecentAudit(ctx context.Context, since time.Time, limit int32) (
 			And(expression.Key("gsi1sk").GreaterThanEqual(expression.Value(from)))
 		queries = append(queries, trail(s, s.nucleusAudit, "GSI1", kc, nucleusRecord), trail(s, s.audit, "GlobalIndex", kc, outcomeRecord))
 	}
-	records, err := merged(ctx, queries, limit)
+	records, _, err := merged(ctx, queries, limit)
 	if err != nil {
 		return nil, fmt.Errorf("recent audit: %w", err)
 	}
