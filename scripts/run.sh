@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make run: transit on a local emulator, with a short demo of the sandbox
 # broker, of a layer's life (published, deprecated, removed, deleted), of
-# durable timers and of an agent running a task that asks a question.
+# durable timers, of an agent running a task that asks a question, and of
+# a Nucleus schedule stopping and starting two EC2 instances (on moto).
 # Starts moto server if nothing answers at AWS_ENDPOINT_URL, provisions the
 # stack, starts a stand-in sandbox provider and `transit serve`, sends a few
 # commands printing their events, then keeps serving until Ctrl-C.
@@ -138,11 +139,63 @@ $T agent --org acme --agent laptop-1 --once --capabilities interactive --exec '
   echo "created the sessions table in $db"' 2>bin/agent.log
 wait "$answerer" "$tailer"
 $T query tasks --org acme --project web
+
+# Nucleus: an AWS account registered with a role, a schedule whose start
+# and stop windows are armed as durable timers, and the resources it starts
+# and stops. moto's STS lets transit assume any role ARN, and the assumed
+# credentials act in the role's account: with moto's default account, the
+# instances created here with the demo's credentials are the ones transit
+# acts on.
+nucleus_ec2() { python3 - "$@" <<'PY'
+import os, sys, boto3
+ec2 = boto3.client("ec2", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name="us-east-1")
+if sys.argv[1] == "run":
+    out = ec2.run_instances(ImageId="ami-12c6146b", MinCount=2, MaxCount=2)
+    print(" ".join(i["InstanceId"] for i in out["Instances"]))
+else:
+    for r in ec2.describe_instances(InstanceIds=sys.argv[2:])["Reservations"]:
+        for i in r["Instances"]:
+            print(f"  {i['InstanceId']}  {i['State']['Name']}")
+PY
+}
+account=123456789012
+role=arn:aws:iam::$account:role/nucleus-scheduler
+step "Nucleus: two EC2 instances on moto, in account $account"
+read -r inst1 inst2 <<<"$(nucleus_ec2 run)"
+nucleus_ec2 state "$inst1" "$inst2"
+step "register the account with the role transit assumes, and test it (STS AssumeRole)"
+$T send account.registered --account_id $account --account_name demo --role_arn "$role" --user_id u-ops --wait | field type
+$T send account.tested --account_id $account --user_id u-ops --wait
+step "a schedule: up 08:00-19:00 Berlin time on weekdays; its next start and stop are armed as timers"
+out=$($T send schedule.upserted --schedule_id sch-dev --schedule_name "Dev weekdays" \
+  --start_cron '0 8 * * 1-5' --end_cron '0 19 * * 1-5' --timezone Europe/Berlin --user_id u-ops --wait); echo "$out"
+next_start=$(echo "$out" | field next_start_at)
+next_stop=$(echo "$out" | field next_stop_at)
+step "attach both instances to it"
+for inst in "$inst1" "$inst2"; do
+  $T send resource.attached --schedule_id sch-dev --resource_arn "arn:aws:ec2:us-east-1:$account:instance/$inst" --user_id u-ops --wait | field type
+done
+$T query schedule sch-dev
+# On a real stack the timers deliver these windows themselves, at 19:00 and
+# 08:00 Berlin time; here `transit send` plays the timer, sending the same
+# command for the window as armed, so the demo need not wait for them.
+step "the stop window ($next_stop) is delivered, as its timer would: both instances stop"
+$T send schedule.window-due --schedule_id sch-dev --edge stop --window_at "$next_stop" --wait
+nucleus_ec2 state "$inst1" "$inst2"
+step "the start window ($next_start) is delivered: both instances run again"
+$T send schedule.window-due --schedule_id sch-dev --edge start --window_at "$next_start" --wait
+nucleus_ec2 state "$inst1" "$inst2"
+step "the schedule's history (every change and execution, one audit trail per entity)"
+$T audit entity 'SCHEDULE#sch-dev'
+step "the account's resources, with what their last window did"
+$T query resources --account $account
 echo
 echo "transit serve keeps running (log: bin/serve.log). Try:"
 echo "  bin/transit send sandbox.allocate --track_id my-track --wait"
 echo "  bin/transit query sandboxes --status allocated"
 echo "  bin/transit send task.queued --org_id acme --task_id t-2 --project_id web --prompt 'Say hi' --actor user:u-dev"
 echo "  bin/transit agent --org acme --agent laptop-1 --once --exec 'echo hi from \$TRANSIT_TASK_ID'"
+echo "  bin/transit query schedules"
+echo "  bin/transit audit recent --since 10m"
 echo "Ctrl-C stops everything."
 wait "${pids[-1]}"
