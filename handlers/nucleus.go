@@ -26,8 +26,8 @@ type nucleusStore interface {
 	DetachResource(ctx context.Context, cmd store.Cmd, p messages.ResourcePayload) (store.Removed[store.TargetedResource], error)
 	Refuse(ctx context.Context, cmd store.Cmd, entity, reason string) error
 	RecordedWindow(ctx context.Context, cmd store.Cmd) (store.WindowOutcome, bool, error)
-	OpenWindow(ctx context.Context, cmd store.Cmd, id, edge, windowAt string) (store.Schedule, []store.TargetedResource, error)
-	ClaimResource(ctx context.Context, cmd store.Cmd, r store.TargetedResource, window string, until time.Time) (store.TargetedResource, bool, error)
+	OpenWindow(ctx context.Context, cmd store.Cmd, id, edge, windowAt string) (store.Schedule, []store.TargetedResource, *store.WindowOutcome, error)
+	ClaimResource(ctx context.Context, cmd store.Cmd, at time.Time, r store.TargetedResource, window string, until time.Time) (store.TargetedResource, bool, error)
 	FinishResource(ctx context.Context, cmd store.Cmd, at time.Time, r store.TargetedResource, edge, window string, result messages.ExecutionResult, count int) (messages.ExecutionResult, error)
 	CloseWindow(ctx context.Context, cmd store.Cmd, id, edge, windowAt, next string, w store.WindowOutcome) (store.WindowOutcome, error)
 }
@@ -98,7 +98,7 @@ func (h *Nucleus) Handle(ctx context.Context, cmd messages.Command) ([]messages.
 		c.Actor, id, detail = p.UserID, p.ScheduleID, p.ResourceARN
 		outs, err = h.resource(ctx, c, cmd.Type, p)
 	case *messages.ScheduleWindowPayload:
-		c.Actor, id, detail = p.UserID, p.ScheduleID, p.Edge+"@"+p.WindowAt
+		c.Actor, id, detail = p.UserID, p.ScheduleID, store.WindowName(p.Edge, p.WindowAt)
 		outs, err = h.window(ctx, c, p)
 	default:
 		return nil, &messages.InvalidError{Field: "type", Reason: fmt.Sprintf("%s has no Nucleus handler", cmd.Type)}
@@ -321,24 +321,30 @@ func (h *Nucleus) window(ctx context.Context, c store.Cmd, p *messages.ScheduleW
 }
 
 func (h *Nucleus) execute(ctx context.Context, c store.Cmd, p *messages.ScheduleWindowPayload) (store.WindowOutcome, error) {
-	sch, resources, err := h.store.OpenWindow(ctx, c, p.ScheduleID, p.Edge, p.WindowAt)
-	if err != nil {
+	sch, resources, replayed, err := h.store.OpenWindow(ctx, c, p.ScheduleID, p.Edge, p.WindowAt)
+	switch {
+	case err != nil:
 		return store.WindowOutcome{}, err
+	case replayed != nil:
+		return *replayed, nil
 	}
 	start, stop, reason, detail := crons(sch.StartCron, sch.EndCron, sch.Timezone)
 	if reason != "" {
 		return store.WindowOutcome{}, fmt.Errorf("schedule %s: %s", sch.ScheduleID, detail)
 	}
-	edge, other := start, sch.NextStopAt
+	edge, other := start, stop
 	if p.Edge == messages.EdgeStop {
-		edge, other = stop, sch.NextStartAt
+		edge, other = stop, start
 	}
 	// The next window after this one, or after now when transit was down
 	// through some: a missed window is not made up.
-	next := store.At(edge.Next(later(parseISO(p.WindowAt), c.At))).String()
-	// Down through both edges' windows, only the later acts: the
-	// resources end as the schedule now says.
-	if other > p.WindowAt && !parseISO(other).After(c.At) {
+	at := parseISO(p.WindowAt)
+	next := store.At(edge.Next(later(at, c.At))).String()
+	// A window late enough that the other edge's cron has fired since
+	// (transit was down through both, or a late redelivery) acts on
+	// nothing: the edge that fired last acts, whichever window of the
+	// two arrives first, and the resources end as the schedule now says.
+	if latest(other, at, c.At).After(later(at, latest(edge, at, c.At))) {
 		return h.store.CloseWindow(ctx, c, p.ScheduleID, p.Edge, p.WindowAt, next, store.WindowOutcome{Results: []messages.ExecutionResult{}, Overtaken: true})
 	}
 	results, err := h.act(ctx, c, p, resources)
@@ -346,6 +352,20 @@ func (h *Nucleus) execute(ctx context.Context, c store.Cmd, p *messages.Schedule
 		return store.WindowOutcome{}, err
 	}
 	return h.store.CloseWindow(ctx, c, p.ScheduleID, p.Edge, p.WindowAt, next, store.WindowOutcome{Results: results})
+}
+
+// maxCatchUp bounds the fire times latest walks through: a minutely
+// cron across two months.
+const maxCatchUp = 100_000
+
+// latest is the last time c fires after after and not after now; the
+// zero time when it does not.
+func latest(c timers.Cron, after, now time.Time) time.Time {
+	var last time.Time
+	for i, t := 0, c.Next(after); i < maxCatchUp && !t.IsZero() && !t.After(now); i, t = i+1, c.Next(t) {
+		last = t
+	}
+	return last
 }
 
 func later(a, b time.Time) time.Time {
@@ -356,14 +376,13 @@ func later(a, b time.Time) time.Time {
 }
 
 // act runs the window on each resource, a few at once; results keep the
-// resources' order. A resource held by another delivery fails the
-// command, which is tried again once that delivery is done.
+// resources' order.
 func (h *Nucleus) act(ctx context.Context, c store.Cmd, p *messages.ScheduleWindowPayload, resources []store.TargetedResource) ([]messages.ExecutionResult, error) {
 	until := c.At.Add(windowHold)
 	if deadline, ok := ctx.Deadline(); ok {
 		until = deadline.Add(firingMargin)
 	}
-	window := p.Edge + "@" + p.WindowAt
+	window := store.WindowName(p.Edge, p.WindowAt)
 	roles, err := h.roles(ctx, resources)
 	if err != nil {
 		return nil, err
@@ -419,7 +438,7 @@ func (h *Nucleus) roles(ctx context.Context, resources []store.TargetedResource)
 // actOn acts on one resource unless this window already did (its result
 // is then the one recorded); nil when the resource was detached meanwhile.
 func (h *Nucleus) actOn(ctx context.Context, c store.Cmd, r store.TargetedResource, edge, window string, until time.Time, via role) (*messages.ExecutionResult, error) {
-	held, acted, err := h.store.ClaimResource(ctx, c, r, window, until)
+	held, acted, err := h.store.ClaimResource(ctx, c, h.now(), r, window, until)
 	// Another delivery of the window holds it: wait for its result, or
 	// for its hold to lapse, rather than spend a receive of this one.
 	for errors.Is(err, store.ErrResourceBusy) {
@@ -428,7 +447,7 @@ func (h *Nucleus) actOn(ctx context.Context, c store.Cmd, r store.TargetedResour
 			return nil, err
 		case <-time.After(busyPause):
 		}
-		held, acted, err = h.store.ClaimResource(ctx, c, r, window, until)
+		held, acted, err = h.store.ClaimResource(ctx, c, h.now(), r, window, until)
 	}
 	if _, rejected := store.AsRejection(err); rejected {
 		return nil, nil

@@ -407,8 +407,9 @@ type WindowExecutedPayload struct {
 	// NextAt is the edge's next window, armed; absent when the schedule
 	// was disabled, deleted or re-timed while this one acted.
 	NextAt string `json:"next_at,omitempty"`
-	// Overtaken: the window acted on nothing, as the other edge's later
-	// window was due too (transit was down through both).
+	// Overtaken: the window acted on nothing, as the other edge's cron
+	// had fired since, and later than its own (transit was down through
+	// both).
 	Overtaken bool `json:"overtaken,omitempty"`
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
@@ -19,6 +20,10 @@ import (
 
 // sessionName names transit's sessions in the accounts' CloudTrail.
 const sessionName = "transit-nucleus"
+
+// credentialsMargin is how long before they expire an assumed role's
+// credentials are renewed.
+const credentialsMargin = 5 * time.Minute
 
 // RDS DB instance statuses Start and Stop leave as they are.
 const (
@@ -265,7 +270,11 @@ func (c *Cloud) clientsFor(roleARN, region string) *roleClients {
 	if !ok {
 		creds = aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(c.sts, roleARN, func(o *stscreds.AssumeRoleOptions) {
 			o.RoleSessionName = sessionName
-		}))
+		}), func(o *aws.CredentialsCacheOptions) {
+			// Renewed a while before they expire, so no call is signed
+			// with credentials that lapse in flight.
+			o.ExpiryWindow = credentialsMargin
+		})
 		c.credentials[roleARN] = creds
 	}
 	cfg := c.cfg.Copy()

@@ -604,46 +604,56 @@ func TestNucleus_a_window_that_dies_after_acting_is_acted_on_once(t *testing.T) 
 	}
 }
 
-// TestNucleus_after_an_outage_only_the_later_window_acts: transit was
-// down through a start and a stop window; both arrive together, the
-// earlier is overtaken (acts on nothing, arms its next window) and the
-// later acts, so the instance ends as the schedule now says.
-func TestNucleus_after_an_outage_only_the_later_window_acts(t *testing.T) {
-	// No timer domain: the test delivers the windows itself, in the
-	// order an outage's backlog might.
-	s := newStack(t, func(c *config.Config) { c.Domains = "nucleus" })
-	s.serve(service.ServeOptions{})
-	c := s.cloud()
-	arns := c.instances(1)
-	s.account("Sandbox account")
-	// Armed two days ago: both windows are long due.
-	s.clock.Shift(-48 * time.Hour)
-	s.apply(messages.ScheduleUpsert, messages.ScheduleUpsertPayload{ScheduleID: "sch-late", ScheduleName: "Late",
-		StartCron: "0 8 * * *", EndCron: "0 19 * * *", Timezone: "UTC", UserID: "u-ops"}, messages.ScheduleUpserted)
-	s.apply(messages.ResourceAttach, messages.ResourcePayload{ScheduleID: "sch-late", ResourceARN: arns[0], UserID: "u-ops"}, messages.ResourceAttached)
-	s.clock.Shift(0)
-	sch, _, _, err := s.svc.Store.GetSchedule(context.Background(), "sch-late")
-	require.NoError(t, err)
-	first, last := messages.EdgeStart, messages.EdgeStop
-	firstAt, lastAt := sch.NextStartAt, sch.NextStopAt
-	if lastAt < firstAt {
-		first, last, firstAt, lastAt = last, first, lastAt, firstAt
+// TestNucleus_after_an_outage_only_the_last_edge_acts: transit was down
+// through both edges' windows; when they arrive, in either order, the
+// window of the edge whose cron fired last acts and the other is
+// overtaken (acts on nothing, arms its next window), so the instance ends
+// as the schedule says now.
+func TestNucleus_after_an_outage_only_the_last_edge_acts(t *testing.T) {
+	for _, stopFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stop_first_%t", stopFirst), func(t *testing.T) {
+			// No timer domain: the test delivers the windows itself, in
+			// the order an outage's backlog might.
+			s := newStack(t, func(c *config.Config) { c.Domains = "nucleus" })
+			s.serve(service.ServeOptions{})
+			c := s.cloud()
+			arns := c.instances(1)
+			s.account("Sandbox account")
+			// Armed two days ago: both windows are long due.
+			s.clock.Shift(-48 * time.Hour)
+			s.apply(messages.ScheduleUpsert, messages.ScheduleUpsertPayload{ScheduleID: "sch-late", ScheduleName: "Late",
+				StartCron: "0 8 * * *", EndCron: "0 19 * * *", Timezone: "UTC", UserID: "u-ops"}, messages.ScheduleUpserted)
+			s.apply(messages.ResourceAttach, messages.ResourcePayload{ScheduleID: "sch-late", ResourceARN: arns[0], UserID: "u-ops"}, messages.ResourceAttached)
+			s.clock.Shift(0)
+			sch, _, _, err := s.svc.Store.GetSchedule(context.Background(), "sch-late")
+			require.NoError(t, err)
+			// The edge whose cron fired last: start between 08:00 and
+			// 19:00 UTC, else stop.
+			now := time.Now().UTC()
+			last, want := messages.EdgeStop, ec2types.InstanceStateNameStopped
+			if now.Hour() >= 8 && now.Hour() < 19 {
+				last, want = messages.EdgeStart, ec2types.InstanceStateNameRunning
+			}
+			windows := []struct{ edge, at string }{{messages.EdgeStart, sch.NextStartAt}, {messages.EdgeStop, sch.NextStopAt}}
+			if stopFirst {
+				slices.Reverse(windows)
+			}
+			for _, w := range windows {
+				got := s.window("sch-late", w.edge, w.at, 1)
+				assert.Greater(t, got.NextAt, now.Format(time.RFC3339), "%s: its next window is armed, in the future", w.edge)
+				if w.edge != last {
+					assert.True(t, got.Overtaken, w.edge)
+					assert.Empty(t, got.Results)
+					continue
+				}
+				assert.False(t, got.Overtaken, w.edge)
+				require.Len(t, got.Results, 1)
+				assert.Equal(t, messages.ExecSuccess, got.Results[0].Status, got.Results[0].Error)
+			}
+			assert.Equal(t, want, c.instanceState(arns[0]))
+			assert.Len(t, s.executions("sch-late")[arns[0]], 1, "only the last edge's window acted")
+		})
 	}
-
-	overtaken := s.window("sch-late", first, firstAt, 1)
-	assert.True(t, overtaken.Overtaken)
-	assert.Empty(t, overtaken.Results)
-	assert.Greater(t, overtaken.NextAt, time.Now().UTC().Format(time.RFC3339), "its next window is armed, in the future")
-	acted := s.window("sch-late", last, lastAt, 1)
-	assert.False(t, acted.Overtaken)
-	require.Len(t, acted.Results, 1)
-	assert.Equal(t, messages.ExecSuccess, acted.Results[0].Status, acted.Results[0].Error)
-	want := ec2types.InstanceStateNameRunning
-	if last == messages.EdgeStop {
-		want = ec2types.InstanceStateNameStopped
-	}
-	assert.Equal(t, want, c.instanceState(arns[0]))
-	assert.Len(t, s.executions("sch-late")[arns[0]], 1, "only the later window acted")
 }
 
 // disablingCloud disables the schedule while the window stops its

@@ -90,7 +90,9 @@ type auditItem struct {
 	// Status is applied or rejected.
 	Status string `dynamodbav:"status"`
 	// Reason is a rejection's reason, what a timer firing did (fired,
-	// retry or failed), or "empty" for a lease that found no task.
+	// retry or failed), "empty" for a lease that found no task, or why a
+	// window that acted armed no next one (disabled, superseded,
+	// not_found).
 	Reason string `dynamodbav:"reason,omitempty"`
 	// Details is the transition's result (JSON), enough to re-emit its events.
 	Details string `dynamodbav:"details,omitempty"`

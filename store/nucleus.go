@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"slices"
 	"strings"
 	"time"
 
@@ -181,12 +181,8 @@ func auditSortKey(at time.Time, ids ...string) string {
 }
 
 // globalKey spreads records over the global view's keys by their sort
-// key, so a redelivery writes the same key.
-func globalKey(sortKey string) string {
-	h := fnv.New32a()
-	h.Write([]byte(sortKey))
-	return globalPartition(int(h.Sum32() % AuditGlobalKeys))
-}
+// key.
+func globalKey(sortKey string) string { return globalPartition(ShardOf(sortKey, AuditGlobalKeys)) }
 
 func globalPartition(n int) string { return fmt.Sprintf("AUDIT#GLOBAL#%d", n) }
 
@@ -426,7 +422,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, cmd Cmd, p messages.Schedule
 	entity := "SCHEDULE#" + p.ScheduleID
 	st := nucleusStep(machine.Schedule, machine.ScheduleDelete, scheduleKey(p.ScheduleID), s.nucleusApp, entity, machine.NucleusInput{})
 	r, err := removing[Schedule](ctx, s, cmd, st, func(machine.Item) ([]joined, machine.Outcome, error) {
-		_, resources, _, err := s.scheduleItems(ctx, p.ScheduleID)
+		_, resources, _, err := s.GetSchedule(ctx, p.ScheduleID)
 		if err != nil {
 			return nil, machine.Outcome{}, err
 		}
@@ -511,10 +507,6 @@ func (s *Store) resourceJoins(ctx context.Context, cmd Cmd, p messages.ResourceP
 // GetSchedule reads a schedule and its resources: one query of its
 // partition, strongly consistent.
 func (s *Store) GetSchedule(ctx context.Context, id string) (Schedule, []TargetedResource, bool, error) {
-	return s.scheduleItems(ctx, id)
-}
-
-func (s *Store) scheduleItems(ctx context.Context, id string) (Schedule, []TargetedResource, bool, error) {
 	items, err := queryItems(ctx, s.db, s.nucleusApp, "", expression.Key("pk").Equal(expression.Value("SCHEDULE#"+id)), nil, 0)
 	if err != nil {
 		return Schedule{}, nil, false, err
@@ -563,7 +555,7 @@ func (s *Store) AccountResources(ctx context.Context, accountID string) ([]Targe
 // WindowOutcome is what a window did: each resource's result, and the
 // schedule's next window of its edge (none when the schedule changed
 // while the window acted). Overtaken is a window that acted on nothing:
-// the other edge's later window was due too.
+// the other edge's cron had fired since, and later than its own.
 type WindowOutcome struct {
 	Results   []messages.ExecutionResult `json:"results"`
 	NextAt    string                     `json:"next_at,omitempty"`
@@ -585,41 +577,51 @@ func advanceOf(edge string) string {
 	return machine.ScheduleAdvStop
 }
 
-// OpenWindow reads a schedule and its resources for a window due at
-// windowAt. A window the schedule does not have armed — the schedule
-// deleted, disabled or re-timed since — is a recorded *Rejection
-// (not_found, disabled, superseded): it does nothing.
-func (s *Store) OpenWindow(ctx context.Context, cmd Cmd, id, edge, windowAt string) (Schedule, []TargetedResource, error) {
-	sch, resources, found, err := s.scheduleItems(ctx, id)
+// OpenWindow reads a schedule and its resources for window (its edge and
+// time, as armed). A window the schedule does not have armed — the
+// schedule deleted, disabled or re-timed since — is a recorded *Rejection
+// (not_found, disabled, superseded): it does nothing; unless a delivery of
+// it has begun acting on the resources, which then go on (CloseWindow
+// records their results). When the window already has an outcome,
+// replayed is it.
+func (s *Store) OpenWindow(ctx context.Context, cmd Cmd, id, edge, windowAt string) (sch Schedule, resources []TargetedResource, replayed *WindowOutcome, err error) {
+	sch, resources, found, err := s.GetSchedule(ctx, id)
 	if err != nil {
-		return Schedule{}, nil, err
+		return Schedule{}, nil, nil, err
 	}
 	var read machine.Item
 	if found {
 		if read, err = rawItem(sch); err != nil {
-			return Schedule{}, nil, err
+			return Schedule{}, nil, nil, err
 		}
 	}
 	t := machine.Schedule.Transition(advanceOf(edge))
-	if out := machine.Schedule.Decide(t, read, read, machine.NucleusInput{WindowAt: windowAt}); !out.Applies() {
-		err := s.recordRejection(ctx, cmd, "SCHEDULE#"+id, &Rejection{Reason: out.Reason, At: cmd.At}, nil)
-		return Schedule{}, nil, wrap(err, "open %s window of schedule %s", edge, id)
+	out := machine.Schedule.Decide(t, read, read, machine.NucleusInput{WindowAt: windowAt})
+	window := WindowName(edge, windowAt)
+	begun := slices.ContainsFunc(resources, func(r TargetedResource) bool { return r.Window == window || r.LastWindow == window })
+	if out.Applies() || begun {
+		return sch, resources, nil, nil
 	}
-	return sch, resources, nil
+	var w WindowOutcome
+	if err := s.recordRejection(ctx, cmd, "SCHEDULE#"+id, &Rejection{Reason: out.Reason, At: cmd.At}, &w); err != nil {
+		return Schedule{}, nil, nil, wrap(err, "open %s window of schedule %s", edge, id)
+	}
+	return Schedule{}, nil, &w, nil
 }
 
-// ErrResourceBusy means another delivery of a window holds a resource:
-// the command is tried again later, when that one has finished or its
-// hold has lapsed.
+// WindowName names a window on the resources it holds and acted on.
+func WindowName(edge, windowAt string) string { return edge + "@" + windowAt }
+
+// ErrResourceBusy means another delivery of a window holds a resource.
 var ErrResourceBusy = errors.New("resource held by another delivery")
 
 // ClaimResource holds a resource for window until until, so that one
-// delivery acts on it. acted is true, with the resource as it is, when
-// the window already acted on it (an earlier delivery did): its result
-// is on the item.
-func (s *Store) ClaimResource(ctx context.Context, cmd Cmd, r TargetedResource, window string, until time.Time) (res TargetedResource, acted bool, err error) {
+// delivery acts on it, deciding at at. acted is true, with the resource as
+// it is, when the window already acted on it (an earlier delivery did):
+// its result is on the item.
+func (s *Store) ClaimResource(ctx context.Context, cmd Cmd, at time.Time, r TargetedResource, window string, until time.Time) (res TargetedResource, acted bool, err error) {
 	st := nucleusStep(machine.Resource, machine.ResourceClaim, resourceKey(r.ScheduleID, r.ResourceARN), s.nucleusApp, "",
-		machine.NucleusInput{Now: iso(cmd.At), Window: window, ActingUntil: iso(until)})
+		machine.NucleusInput{Now: iso(at), Window: window, ActingUntil: iso(until)})
 	err = retrying(ctx, st, func() error {
 		written, out, err := writeAlone(ctx, s.db, st, nil)
 		switch {
@@ -632,7 +634,7 @@ func (s *Store) ClaimResource(ctx context.Context, cmd Cmd, r TargetedResource, 
 		case out.Reason == machine.ReasonBusy:
 			return ErrResourceBusy
 		case !out.Applies():
-			return &Rejection{Reason: out.Reason, At: cmd.At}
+			return &Rejection{Reason: out.Reason, At: at}
 		}
 		return attributevalue.UnmarshalMap(written, &res)
 	})
@@ -659,7 +661,7 @@ func (s *Store) FinishResource(ctx context.Context, cmd Cmd, at time.Time, r Tar
 		machine.NucleusInput{Now: iso(at), Window: window, Status: result.Status, Error: result.Error, Count: count})
 	audit, err := s.entry(cmd, at, "SCHEDULE#"+r.ScheduleID, ActionExecute, result.Status, map[string]string{
 		"resource_arn": r.ResourceARN, "resource_type": r.ResourceType, "region": r.Region, "edge": edge, "window": window, "error": result.Error,
-	}, arnTag(r.ResourceARN))
+	}, r.ResourceARN)
 	if err != nil {
 		return result, err
 	}
@@ -679,7 +681,7 @@ func (s *Store) FinishResource(ctx context.Context, cmd Cmd, at time.Time, r Tar
 	}
 	now, _, err := getItem[TargetedResource](ctx, s.db, s.nucleusApp, st.key)
 	if err != nil {
-		return result, err
+		return result, fmt.Errorf("finish %s for %s: %w", r.ResourceARN, window, err)
 	}
 	if now.LastWindow == window {
 		return messages.ExecutionResult{ResourceARN: r.ResourceARN, ResourceType: r.ResourceType, Status: now.LastStatus, Error: now.LastError}, nil
@@ -691,36 +693,36 @@ func (s *Store) FinishResource(ctx context.Context, cmd Cmd, at time.Time, r Tar
 	return result, nil
 }
 
-// arnTag tells apart the entries one window writes, one per resource.
-func arnTag(arn string) string {
-	h := fnv.New32a()
-	h.Write([]byte(arn))
-	return fmt.Sprintf("%08x", h.Sum32())
-}
-
 // CloseWindow records a window's outcome and moves the schedule's window
 // of that edge on to next. A schedule changed while the window acted
 // (disabled, deleted or re-timed) keeps the timers the change left: the
-// outcome records the results without a next window.
+// outcome records the results without a next window, and the reason.
 func (s *Store) CloseWindow(ctx context.Context, cmd Cmd, id, edge, windowAt, next string, w WindowOutcome) (WindowOutcome, error) {
 	entity := "SCHEDULE#" + id
 	st := nucleusStep(machine.Schedule, advanceOf(edge), scheduleKey(id), s.nucleusApp, entity, machine.NucleusInput{WindowAt: windowAt, Next: next})
-	read, err := getRaw(ctx, s.db, s.nucleusApp, st.key)
-	if err != nil {
-		return WindowOutcome{}, err
-	}
 	var replayed WindowOutcome
-	if out := st.m.Decide(st.t, read, read, st.in); !out.Applies() {
+	err := retrying(ctx, st, func() error {
+		read, err := getRaw(ctx, s.db, s.nucleusApp, st.key)
+		if err != nil {
+			return err
+		}
+		out := st.m.Decide(st.t, read, read, st.in)
+		if out.Applies() {
+			w.NextAt = next
+			st.details = &w
+			if out, err = write(ctx, s, cmd, st, read, &replayed); err != nil || out.Applies() {
+				return err
+			}
+			if out.Stale {
+				return errStale
+			}
+		}
 		w.NextAt = ""
-		if _, err := s.record(ctx, cmd, entity, Applied, out.Reason, &w, &replayed); err != nil {
-			return WindowOutcome{}, wrap(err, "close %s window of schedule %s", edge, id)
-		}
-	} else {
-		w.NextAt = next
-		st.details = &w
-		if err := apply(ctx, s, cmd, st, &replayed); err != nil {
-			return WindowOutcome{}, wrap(err, "close %s window of schedule %s", edge, id)
-		}
+		_, err = s.record(ctx, cmd, entity, Applied, out.Reason, &w, &replayed)
+		return err
+	})
+	if err != nil {
+		return WindowOutcome{}, wrap(err, "close %s window of schedule %s", edge, id)
 	}
 	if replayed.Results != nil {
 		return replayed, nil
