@@ -45,10 +45,13 @@ endif
 
 # The benchmark: micro-benchmarks of the hot path, then transit against a
 # plain SDK loop on its own emulators (DynamoDB Local + moto; BENCH_FLAGS=--moto-only
-# for moto alone). Report on stdout and in bench/out/.
-bench: build moto
+# for moto alone). Report on stdout and in bench/out/. It is a binary of
+# its own, bin/transit-bench (cmd/transit-bench), which runs transit's
+# serve metered: bin/transit carries no benchmark code.
+bench: moto
+	$(GO) build -o bin/transit-bench ./cmd/transit-bench
 	$(GO) test -run '^$$' -bench . -benchmem ./messages ./router
-	bin/transit bench $(BENCH_FLAGS)
+	bin/transit-bench bench $(BENCH_FLAGS)
 
 # The JSON Schema catalogue for producers, regenerated from the Go types
 # (messages/schema.go); a test fails while it is out of date.

@@ -19,7 +19,6 @@ import (
 	"github.com/google/uuid"
 
 	"transit/config"
-	"transit/internal/metering"
 	"transit/messages"
 	"transit/provider"
 	"transit/router"
@@ -29,7 +28,7 @@ import (
 
 // setup parses the settings common to every subcommand plus the
 // subcommand's own flags, and builds the service.
-func setup(ctx context.Context, name string, args []string, own func(*flag.FlagSet), configure ...func(*aws.Config)) (*service.Service, *flag.FlagSet, error) {
+func setup(ctx context.Context, name string, args []string, own func(*flag.FlagSet)) (*service.Service, *flag.FlagSet, error) {
 	fs := flag.NewFlagSet("transit "+name, flag.ContinueOnError)
 	var cfg config.Config
 	binder := config.Bind(fs, &cfg)
@@ -42,32 +41,16 @@ func setup(ctx context.Context, name string, args []string, own func(*flag.FlagS
 	if err := binder.Resolve(&cfg, os.LookupEnv); err != nil {
 		return nil, nil, fmt.Errorf("invalid configuration:\n%w", err)
 	}
-	svc, err := service.New(ctx, cfg, configure...)
+	svc, err := service.New(ctx, cfg)
 	return svc, fs, err
 }
 
+// runServe serves until SIGTERM. cmd/transit-bench's bench-serve runs
+// the same two calls, metered: keep them alike.
 func runServe(ctx context.Context, args []string) error {
-	var statsOut string
-	meter := metering.New()
-	svc, _, err := setup(ctx, "serve", args, func(fs *flag.FlagSet) {
-		fs.StringVar(&statsOut, "stats-out", "", "write AWS requests, DynamoDB capacity, CPU and allocations as JSON to this file on exit (and to FILE.mark on SIGUSR1)")
-	}, func(c *aws.Config) {
-		// Metering asks DynamoDB for consumed capacity on every call: only when asked.
-		if statsOut != "" {
-			meter.Attach(c)
-		}
-	})
+	svc, _, err := setup(ctx, "serve", args, nil)
 	if err != nil {
 		return err
-	}
-	if statsOut != "" {
-		stop := metering.MarkOnSignal(meter, statsOut+".mark")
-		defer stop()
-		defer func() {
-			if err := meter.WriteFile(statsOut); err != nil {
-				svc.Logger.Error("stats not written", "error", err)
-			}
-		}()
 	}
 	return svc.Serve(ctx, service.ServeOptions{})
 }

@@ -29,10 +29,7 @@ var subcommands = map[string]subcommand{
 	"tail":          {"tail task --org O TASK_ID   a task's events and log lines, following until it ends", runTail},
 	"agent":         {"agent --org O --agent A --exec CMD [--once]   the reference agent: lease the org's tasks, run each with CMD", runAgent},
 	"provider-stub": {"provider-stub [--listen ADDR]   a local stand-in for the sandbox provider", runProviderStub},
-	"bench":         {"bench [--moto-only] [--commands N] [--timers N] [--tasks N]   measure transit against a plain SDK loop (starts its own emulators)", runBench},
 	"schema":        {"schema [--type T] [--out DIR]   JSON Schemas of the envelope, every command and every event", runSchema},
-	// The benchmark's comparison loop, run by `transit bench` as a worker.
-	"bench-baseline": {"", runBenchBaseline},
 }
 
 func main() {
@@ -52,7 +49,7 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: transit SUBCOMMAND [flags]   (each subcommand takes -h)")
-	for _, name := range []string{"serve", "provision", "deprovision", "send", "watch", "dlq", "query", "audit", "tail", "agent", "provider-stub", "bench", "schema"} {
+	for _, name := range []string{"serve", "provision", "deprovision", "send", "watch", "dlq", "query", "audit", "tail", "agent", "provider-stub", "schema"} {
 		fmt.Fprintln(os.Stderr, "  "+subcommands[name].usage)
 	}
 }

@@ -1,7 +1,8 @@
 // Package bench measures transit against a plain SDK loop on the same
 // emulators, in the same run: throughput and latency, CPU and allocations
 // per command, AWS requests and capacity per command with an estimated
-// bill, and the allocation race. `transit bench` and `make bench` run it.
+// bill, and the allocation race. `transit-bench bench` (cmd/transit-bench)
+// and `make bench` run it.
 package bench
 
 import (
@@ -33,7 +34,8 @@ type Options struct {
 	Tasks, Agents int
 	// OutDir receives report.json, throughput.svg and the workers' stats.
 	OutDir string
-	// Executable is the transit binary the workers run.
+	// Executable is the transit-bench binary, whose bench-serve and
+	// bench-baseline subcommands the workers run.
 	Executable string
 }
 

@@ -234,7 +234,9 @@ func (s *stack) cycle(ctx context.Context, track string, latencies chan<- time.D
 	return nil
 }
 
-// worker is the process under measurement: `transit serve` or the baseline.
+// worker is the process under measurement: transit's serve or the
+// baseline, each a worker subcommand of the transit-bench binary
+// (bench-serve, bench-baseline) that meters itself.
 type worker struct {
 	cmd   *exec.Cmd
 	stats string
@@ -244,7 +246,7 @@ type worker struct {
 // The sandbox pipeline's allocations arm no expiry timers: the baseline
 // has none, and the timer case measures timers on its own.
 func startWorker(exe, dir, role, prefix string, concurrency int, extra ...string) (*worker, error) {
-	sub := "serve"
+	sub := "bench-serve"
 	if role == RoleBaseline {
 		sub = "bench-baseline"
 	}

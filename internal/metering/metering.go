@@ -1,7 +1,9 @@
 // Package metering counts what a transit process costs: AWS requests by
 // service and operation, DynamoDB capacity units, CPU time and heap
-// allocations. `transit serve --stats-out` and the benchmark's baseline
-// write the same report, so the two compare line by line.
+// allocations. The benchmark's two workers, `transit-bench bench-serve`
+// (transit's serve) and `transit-bench bench-baseline`, write the same
+// report with --stats-out, so the two compare line by line. The transit
+// binary does not import it.
 package metering
 
 import (

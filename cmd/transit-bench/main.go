@@ -1,0 +1,140 @@
+// Command transit-bench measures transit against a plain SDK loop on its
+// own emulators (internal/bench); `make bench` builds and runs it. It is
+// apart from the transit binary so that the benchmark, the emulator
+// launchers and the metering stay out of production.
+//
+// `transit-bench bench` starts its workers from this same binary:
+// bench-serve is transit's `serve` (service.New and Service.Serve, as
+// cmd/transit runs them) with the metering attached, and bench-baseline
+// is the comparison loop. Both take transit's settings as flags, and
+// --stats-out.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"transit/config"
+	"transit/internal/bench"
+	"transit/internal/metering"
+	"transit/service"
+)
+
+var subcommands = map[string]func(ctx context.Context, args []string) error{
+	"bench": runBench,
+	// The workers `bench` starts: the processes under measurement.
+	"bench-serve":    runBenchServe,
+	"bench-baseline": runBenchBaseline,
+}
+
+func main() {
+	if len(os.Args) < 2 || subcommands[os.Args[1]] == nil {
+		fmt.Fprintln(os.Stderr, "usage: transit-bench bench [--moto-only] [--commands N] [--concurrency L] [--rounds N] [--timers N] [--tasks N] [--agents N] [--out DIR]   (-h for all flags)")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := subcommands[os.Args[1]](ctx, os.Args[2:]); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "transit-bench "+os.Args[1]+":", err)
+		}
+		os.Exit(1)
+	}
+}
+
+func runBench(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("transit-bench bench", flag.ContinueOnError)
+	o := bench.Options{}
+	fs.BoolVar(&o.MotoOnly, "moto-only", false, "run DynamoDB on moto too, instead of DynamoDB Local")
+	fs.IntVar(&o.Commands, "commands", 400, "commands per pipeline measurement (even)")
+	levels := fs.String("concurrency", "1,4,16", "consumer concurrencies to measure at")
+	fs.IntVar(&o.Rounds, "rounds", 5, "rounds of the allocation race")
+	fs.StringVar(&o.OutDir, "out", "bench/out", "where report.json and throughput.svg go")
+	fs.IntVar(&o.Timers, "timers", 2000, "timers in the timer case (0 skips it)")
+	fs.DurationVar(&o.TimerSpread, "timer-spread", 3*time.Second, "the timer case's timers fall due within this")
+	fs.IntVar(&o.Tasks, "tasks", 300, "tasks leased in the task case (0 skips it)")
+	fs.IntVar(&o.Agents, "agents", 20, "agents leasing tasks in the task case, each a closed loop")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if o.Commands < 2 || o.Commands%2 != 0 {
+		return fmt.Errorf("--commands: %d, want an even number of at least 2", o.Commands)
+	}
+	if o.Timers < 0 || o.TimerSpread <= 0 {
+		return fmt.Errorf("--timers %d / --timer-spread %s: want 0 or more timers within a positive spread", o.Timers, o.TimerSpread)
+	}
+	if o.Tasks < 0 || o.Agents < 1 || o.Agents > 1000 {
+		return fmt.Errorf("--tasks %d / --agents %d: want 0 or more tasks and 1 to 1000 agents", o.Tasks, o.Agents)
+	}
+	if o.Rounds < 1 {
+		return fmt.Errorf("--rounds: %d, want at least 1", o.Rounds)
+	}
+	for _, l := range strings.Split(*levels, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(l))
+		if err != nil || c < 1 || c > 1000 {
+			return fmt.Errorf("--concurrency: %q, want a list such as 1,4,16", *levels)
+		}
+		o.Concurrencies = append(o.Concurrencies, c)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	o.Executable = exe
+	_, err = bench.Run(ctx, o, os.Stdout)
+	return err
+}
+
+// runBenchServe is `transit serve` under measurement: the same service
+// and Serve, with every AWS client counted, the figures so far written to
+// STATS.mark on SIGUSR1 and the totals to STATS when it has drained.
+func runBenchServe(ctx context.Context, args []string) error {
+	return metered(ctx, "bench-serve", args, func(ctx context.Context, svc *service.Service) error {
+		return svc.Serve(ctx, service.ServeOptions{})
+	})
+}
+
+// runBenchBaseline is the comparison loop under measurement, metered as
+// bench-serve is.
+func runBenchBaseline(ctx context.Context, args []string) error {
+	return metered(ctx, "bench-baseline", args, func(ctx context.Context, svc *service.Service) error {
+		return bench.Baseline(ctx, svc, svc.Config.Concurrency)
+	})
+}
+
+// metered parses transit's settings (flags, then the environment, as
+// transit does) and --stats-out, builds the service with the metering
+// attached to its AWS configuration, and runs work with it.
+func metered(ctx context.Context, name string, args []string, work func(context.Context, *service.Service) error) error {
+	fs := flag.NewFlagSet("transit-bench "+name, flag.ContinueOnError)
+	var cfg config.Config
+	binder := config.Bind(fs, &cfg)
+	statsOut := fs.String("stats-out", "", "write AWS requests, DynamoDB capacity, CPU and allocations as JSON to this file on exit (and to FILE.mark on SIGUSR1); required")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *statsOut == "" {
+		return errors.New("--stats-out is required")
+	}
+	if err := binder.Resolve(&cfg, os.LookupEnv); err != nil {
+		return fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	meter := metering.New()
+	svc, err := service.New(ctx, cfg, func(c *aws.Config) { meter.Attach(c) })
+	if err != nil {
+		return err
+	}
+	stop := metering.MarkOnSignal(meter, *statsOut+".mark")
+	defer stop()
+	return errors.Join(work(ctx, svc), meter.WriteFile(*statsOut))
+}
