@@ -29,7 +29,7 @@ import (
 // setup parses the settings common to every subcommand plus the
 // subcommand's own flags, and builds the service.
 func setup(ctx context.Context, name string, args []string, own func(*flag.FlagSet)) (*service.Service, *flag.FlagSet, error) {
-	fs := flag.NewFlagSet("transit "+name, flag.ContinueOnError)
+	fs := newFlagSet(name)
 	var cfg config.Config
 	binder := config.Bind(fs, &cfg)
 	if own != nil {
@@ -97,6 +97,9 @@ func runSend(ctx context.Context, args []string) error {
 	if id == "" {
 		id = uuid.NewString()
 	}
+	if err := checkCommand(id, t, payload); err != nil {
+		return err
+	}
 	d, _ := messages.DomainOf(t)
 	var tap *service.Tap
 	if wait {
@@ -125,6 +128,21 @@ func runSend(ctx context.Context, args []string) error {
 		}
 	}
 	return fmt.Errorf("no event for %s within %s", id, timeout)
+}
+
+// checkCommand validates the command as transit will when it receives
+// it, so that a command it would dead-letter is not sent: the error names
+// the field at fault (a missing --track_id: "sandbox.allocate: invalid
+// track_id: ...").
+func checkCommand(id string, t messages.Type, payload any) error {
+	body, err := messages.NewCommand(id, t, payload, time.Now())
+	if err != nil {
+		return err
+	}
+	if _, err := messages.Decode(body, messages.Meta{Type: string(t)}); err != nil {
+		return fmt.Errorf("not sent: %w", err)
+	}
+	return nil
 }
 
 // payloadFlags adds a --field flag for every string or number field of a
@@ -461,7 +479,7 @@ func table(columns ...string) *tabwriter.Writer {
 }
 
 func runProviderStub(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("transit provider-stub", flag.ContinueOnError)
+	fs := newFlagSet("provider-stub")
 	listen := fs.String("listen", "127.0.0.1:8089", "address to listen on")
 	if err := fs.Parse(args); err != nil {
 		return err

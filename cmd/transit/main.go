@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -32,24 +33,44 @@ var subcommands = map[string]subcommand{
 	"schema":        {"schema [--type T] [--out DIR]   JSON Schemas of the envelope, every command and every event", runSchema},
 }
 
+// stderr takes usage, errors and the flag sets' messages; tests replace it.
+var stderr io.Writer = os.Stderr
+
 func main() {
-	if len(os.Args) < 2 || subcommands[os.Args[1]].run == nil {
-		usage()
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := subcommands[os.Args[1]].run(ctx, os.Args[2:]); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "transit "+os.Args[1]+":", err)
-		}
-		os.Exit(1)
+	code := run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// run runs the subcommand args name and returns the exit status: 2 and
+// the usage for no or an unknown subcommand, 1 for a failure, which it
+// prints after the subcommand's name.
+func run(ctx context.Context, args []string) int {
+	if len(args) == 0 || subcommands[args[0]].run == nil {
+		usage()
+		return 2
 	}
+	if err := subcommands[args[0]].run(ctx, args[1:]); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, "transit "+args[0]+":", err)
+		}
+		return 1
+	}
+	return 0
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: transit SUBCOMMAND [flags]   (each subcommand takes -h)")
+	fmt.Fprintln(stderr, "usage: transit SUBCOMMAND [flags]   (each subcommand takes -h)")
 	for _, name := range []string{"serve", "provision", "deprovision", "send", "watch", "dlq", "query", "audit", "tail", "agent", "provider-stub", "schema"} {
-		fmt.Fprintln(os.Stderr, "  "+subcommands[name].usage)
+		fmt.Fprintln(stderr, "  "+subcommands[name].usage)
 	}
+}
+
+// newFlagSet is a subcommand's flag set: errors returned, not fatal, and
+// its messages (a bad flag, -h) on stderr.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("transit "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
 }

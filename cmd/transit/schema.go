@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,7 +12,7 @@ import (
 // runSchema prints or writes the JSON Schema catalogue for producers. It
 // needs no AWS settings, so it parses only its own flags.
 func runSchema(_ context.Context, args []string) error {
-	fs := flag.NewFlagSet("transit schema", flag.ContinueOnError)
+	fs := newFlagSet("schema")
 	typ := fs.String("type", "", "only this type's schemas: a command, an event (both when they share the name), or envelope")
 	out := fs.String("out", "", "write the schemas under this directory (commands/, events/, envelope.json) instead of printing them")
 	if err := fs.Parse(args); err != nil {
