@@ -31,16 +31,19 @@ lint:
 
 # Unit and integration tests; the integration tests start their own
 # emulators on free ports, so nothing needs to be running first: moto (SQS,
-# SNS, Lambda) and DynamoDB Local, then again with DynamoDB on moto, where
+# SNS, Lambda, STS, EC2, RDS, ECS) and DynamoDB Local, then again with
+# DynamoDB on moto, where
 # the harness skips the tests that race transactions, which moto does not
 # keep atomic (DECISIONS.md). With TRANSIT_TEST_ENDPOINT (an emulator you
-# run: LocalStack, moto) they run once, every service there.
+# run: LocalStack, moto) they run once, every service there. The service
+# package alone runs for about ten minutes: the timeout leaves it room on
+# a busy machine.
 test: moto lint
 ifdef TRANSIT_TEST_ENDPOINT
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 else
-	$(GO) test -race -count=1 ./...
-	TRANSIT_TEST_DYNAMODB=moto $(GO) test -race -count=1 ./service
+	$(GO) test -race -count=1 -timeout 30m ./...
+	TRANSIT_TEST_DYNAMODB=moto $(GO) test -race -count=1 -timeout 30m ./service
 endif
 
 # The benchmark: micro-benchmarks of the hot path, then transit against a
