@@ -35,16 +35,24 @@ type worker struct {
 	// stopped reading before any other instance may take the shard.
 	validUntil atomic.Int64
 
-	// stop asks for a graceful end: no new reads, the delivered record
-	// may still be acked (up to CloseTimeout), then the lease is released.
+	// stop asks for a graceful end (the shard handed back to balance
+	// instances): no new reads, the delivered record may still be acked
+	// (up to CloseTimeout), then the lease is released.
 	stop     chan struct{}
 	stopOnce sync.Once
 	// lost is closed when the lease is no longer ours: stop at once.
 	lost     chan struct{}
 	lostOnce sync.Once
-	// ctx ends on either, cutting short reads and waits.
+	// ctx ends on either, and with the subscription (its context or
+	// Close, a graceful end too), cutting short reads and waits. Once it
+	// has ended, no record is handed out.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// drainBy is when a graceful end stops waiting for the delivered
+	// record's verdict: CloseTimeout after the end was first seen, once
+	// for the worker, so nothing restarts the wait.
+	drainOnce sync.Once
+	drainBy   time.Time
 
 	// lastSeq is the last record acked and checkpointed (or the lease's
 	// checkpoint at start): where an expired iterator resumes.
@@ -52,7 +60,7 @@ type worker struct {
 }
 
 func newWorker(st *stream, l Lease, expires time.Time) *worker {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(st.ctx)
 	w := &worker{
 		st:        st,
 		cfg:       st.cfg,
@@ -352,18 +360,15 @@ func (w *worker) deliver(raw types.Record) bool {
 	}
 	backoff := w.cfg.NackBackoff
 	for {
-		msg := rec.message(payload)
-		msg.SetContext(w.st.msgCtx)
 		if !w.valid() {
 			w.markLost()
 			return false
 		}
-		select {
-		case w.st.out <- msg:
-		case <-w.ctx.Done():
+		v, handedOut := w.handOut(rec.message(payload))
+		if !handedOut {
 			return false
 		}
-		switch w.verdict(msg) {
+		switch v {
 		case acked:
 			return true
 		case abandoned:
@@ -376,6 +381,30 @@ func (w *worker) deliver(raw types.Record) bool {
 	}
 }
 
+// handOut sends msg on the subscription's channel, unless the worker has
+// ended (stopped, lease lost, subscription over), and waits for its
+// verdict. The message's context carries the Subscribe context's values
+// and is cancelled once the verdict is in or the wait is given up.
+//
+// An ended worker hands out nothing: the check before the send sees an
+// end that came before it, and a select blocked on the send takes
+// whichever comes first, the consumer or the end. (A select that finds
+// both ready picks at random, which is why the check comes first.)
+func (w *worker) handOut(msg *message.Message) (v outcome, handedOut bool) {
+	if w.ctx.Err() != nil {
+		return abandoned, false
+	}
+	ctx, cancel := context.WithCancel(w.st.msgCtx)
+	defer cancel()
+	msg.SetContext(ctx)
+	select {
+	case w.st.out <- msg:
+	case <-w.ctx.Done():
+		return abandoned, false
+	}
+	return w.verdict(msg), true
+}
+
 type outcome int
 
 const (
@@ -384,11 +413,12 @@ const (
 	abandoned
 )
 
-// verdict waits for msg to be acked or nacked. Asked to stop, it still
-// waits up to CloseTimeout for the verdict; with the lease lost it gives
+// verdict waits for msg to be acked or nacked. Once the worker ends
+// gracefully (handed back, subscription over) it still waits, until the
+// worker's drain deadline, for the verdict; with the lease lost it gives
 // up at once (the record's checkpoint could not be written anyway).
 func (w *worker) verdict(msg *message.Message) outcome {
-	stop := w.stop
+	ended := w.ctx.Done()
 	var drain <-chan time.Time
 	for {
 		select {
@@ -396,18 +426,28 @@ func (w *worker) verdict(msg *message.Message) outcome {
 			return acked
 		case <-msg.Nacked():
 			return nacked
-		case <-stop:
-			stop = nil
-			t := time.NewTimer(w.cfg.CloseTimeout)
+		case <-w.lost:
+			return abandoned
+		case <-ended:
+			if w.isLost() {
+				return abandoned
+			}
+			ended = nil
+			t := time.NewTimer(time.Until(w.drainDeadline()))
 			defer t.Stop()
 			drain = t.C
 		case <-drain:
 			w.logger.Info("Delivered record not acked within CloseTimeout; it will be delivered again", watermill.LogFields{"message_uuid": msg.UUID})
 			return abandoned
-		case <-w.lost:
-			return abandoned
 		}
 	}
+}
+
+// drainDeadline is CloseTimeout after the first time it is asked for:
+// when the worker's end was first seen.
+func (w *worker) drainDeadline() time.Time {
+	w.drainOnce.Do(func() { w.drainBy = time.Now().Add(w.cfg.CloseTimeout) })
+	return w.drainBy
 }
 
 func (w *worker) sleep(d time.Duration) bool {

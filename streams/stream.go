@@ -24,9 +24,14 @@ type stream struct {
 	table  string
 	arn    string
 	out    chan *message.Message
-	// msgCtx is every message's context: the Subscribe context without its
-	// cancellation, so a handler in flight can finish during a drain.
+	// msgCtx is the Subscribe context: every message's context is made
+	// from it, so it carries its values and ends with it.
 	msgCtx context.Context
+	// ctx is the subscription's lifetime: the Subscribe context, also
+	// cancelled by Close. Its end stops every worker from handing out
+	// records.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	// Only the run goroutine touches these.
 	shards       map[string]string // shard ID → parent shard ID ("" for none)
@@ -40,7 +45,8 @@ type stream struct {
 	kick chan struct{}
 }
 
-func newStream(s *Subscriber, table, arn string, msgCtx context.Context) *stream {
+func newStream(s *Subscriber, table, arn string, subscribeCtx context.Context) *stream {
+	ctx, cancel := context.WithCancel(subscribeCtx)
 	return &stream{
 		sub:     s,
 		cfg:     &s.config,
@@ -48,7 +54,9 @@ func newStream(s *Subscriber, table, arn string, msgCtx context.Context) *stream
 		table:   table,
 		arn:     arn,
 		out:     make(chan *message.Message),
-		msgCtx:  msgCtx,
+		msgCtx:  subscribeCtx,
+		ctx:     ctx,
+		cancel:  cancel,
 		workers: map[string]*worker{},
 		kick:    make(chan struct{}, 1),
 	}
@@ -66,28 +74,28 @@ func (st *stream) start(ctx context.Context) error {
 	return nil
 }
 
-func (st *stream) run(ctx context.Context) {
-	defer close(st.out)
+// run coordinates until the subscription ends (its context is cancelled
+// or the subscriber closed), then shuts down.
+func (st *stream) run() {
+	defer st.cancel()
 	ticker := time.NewTicker(st.cfg.RenewInterval)
 	defer ticker.Stop()
 	for {
-		st.balance(ctx)
+		st.balance(st.ctx)
 		select {
 		case <-ticker.C:
 		case <-st.kick:
 			// A shard ended: its children may be new to us.
 			st.lastDescribe = time.Time{}
-		case <-st.sub.closing:
-			st.shutdown()
-			return
-		case <-ctx.Done():
+		case <-st.ctx.Done():
 			st.shutdown()
 			return
 		}
 	}
 }
 
-// shutdown stops every worker (each drains and releases its lease) and
+// shutdown stops every worker (each already stopped handing out records
+// with the subscription's context; each drains and releases its lease) and
 // withdraws this instance's heartbeat so the others re-balance at once.
 func (st *stream) shutdown() {
 	st.mu.Lock()
@@ -211,7 +219,10 @@ func (st *stream) balance(ctx context.Context) {
 			continue // another instance holds it
 		}
 		expires := time.Now().Add(cfg.LeaseDuration)
-		tctx, cancel := context.WithTimeout(ctx, st.writeTimeout())
+		// Not cut short by the subscription's end: a take the store did
+		// but we never heard of would keep the shard from the others
+		// until it lapsed; one we heard of is released by the worker.
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), st.writeTimeout())
 		taken, err := cfg.Leases.Take(tctx, l, cfg.OwnerID, expires)
 		cancel()
 		if err != nil {

@@ -61,10 +61,18 @@ func NewSubscriber(config SubscriberConfig, logger watermill.LoggerAdapter) (*Su
 }
 
 // Subscribe reads the stream of the table named topic. It returns once the
-// stream and the lease store answered; the channel is closed when ctx ends
-// or the subscriber is closed, after the shards were handed back. Each
-// topic can be subscribed once per Subscriber; messages' contexts are not
-// cancelled by Close.
+// stream and the lease store answered. Each topic can be subscribed once
+// per Subscriber at a time.
+//
+// It keeps Watermill's Subscriber contract (message/pubsub.go):
+//   - Each message's context carries ctx's values and is cancelled when
+//     ctx is, when the message is acked or nacked, and when the subscriber
+//     stops waiting for its verdict (see Close; a lost lease).
+//   - Once ctx is cancelled or Close has begun, no record is handed out:
+//     the record already delivered may still be acked (up to
+//     CloseTimeout), then the shards are handed back and the channel is
+//     closed. The topic is released before the channel closes, so the
+//     table may be subscribed again as soon as the channel is closed.
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -80,19 +88,22 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	if err != nil {
 		return nil, err
 	}
-	st := newStream(s, topic, arn, context.WithoutCancel(ctx))
+	st := newStream(s, topic, arn, ctx)
 	if err := st.start(ctx); err != nil {
+		st.cancel()
 		return nil, fmt.Errorf("table %s: %w", topic, err)
 	}
 	s.streams[topic] = st
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		st.run(ctx)
-		// Ended by its context: the table may be subscribed again.
+		st.run()
+		// Released before the channel closes: a Subscribe made once the
+		// channel is seen closed must not find the topic still taken.
 		s.mu.Lock()
 		delete(s.streams, topic)
 		s.mu.Unlock()
+		close(st.out)
 	}()
 	return st.out, nil
 }
@@ -110,14 +121,22 @@ func (s *Subscriber) streamARN(ctx context.Context, table string) (string, error
 	return aws.ToString(t.LatestStreamArn), nil
 }
 
-// Close stops reading every stream: each shard waits up to CloseTimeout
-// for its delivered record to be acked and checkpointed, then its lease
-// is released (best effort) so another instance takes it at once. Close
-// returns when every output channel is closed.
+// Close stops reading every stream: from its start no record is handed
+// out; each shard waits up to CloseTimeout for its delivered record to be
+// acked and checkpointed (the record's context stays live meanwhile, and
+// is cancelled when the wait ends), then its lease is released (best
+// effort) so another instance takes it at once. Close returns when every
+// output channel is closed, within a bound: CloseTimeout for the verdicts,
+// then the lease store writes of handing the shards back, each bounded by
+// the smaller of 10s and half LeaseDuration (a failing checkpoint is
+// retried only while the lease lasts).
 func (s *Subscriber) Close() error {
 	s.once.Do(func() {
 		s.mu.Lock()
 		close(s.closing)
+		for _, st := range s.streams {
+			st.cancel()
+		}
 		s.mu.Unlock()
 		s.wg.Wait()
 	})
