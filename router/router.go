@@ -5,8 +5,13 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -34,7 +39,9 @@ type Config struct {
 	// out the message is nacked and SQS redelivers it, up to the queue's
 	// MaxReceiveCount, then moves it to the DLQ.
 	Retry middleware.Retry
-	// CloseTimeout bounds the router's drain on Close.
+	// CloseTimeout bounds the router's Close: its wait for the handlers
+	// to return once the subscribers are closed. The drain before it is
+	// Shutdown's.
 	CloseTimeout time.Duration
 	// Log gets a warning for every message sent to a DLQ, so an operator
 	// sees poison without reading the DLQ. Default slog.Default().
@@ -68,12 +75,87 @@ func Register(r *message.Router, cfg Config, d messages.Domain, sub message.Subs
 	handler := r.AddHandler(string(d)+"-commands", cfg.Stack.CommandQueue(d), sub, ByType, pub, handle(d, h, cfg.CommandTimeout))
 	// Innermost: a permanent failure goes to the DLQ at once with its
 	// reason and the message is acked, so the queue keeps flowing.
-	poison, err := middleware.PoisonQueueWithFilter(pub, cfg.Stack.DeadLetterQueue(d), Permanent)
+	poison, err := middleware.PoisonQueueWithFilter(deadLetters{pub}, cfg.Stack.DeadLetterQueue(d), Permanent)
 	if err != nil {
 		return fmt.Errorf("register %s: %w", d, err)
 	}
 	handler.AddMiddleware(poison, warnPoison(cfg.Log))
 	return nil
+}
+
+// Drainer is a subscriber that can stop receiving while the messages it
+// handed out are handled: Subscriber is one.
+type Drainer interface {
+	// Drain stops receiving and returns once every message handed out has
+	// been acked or nacked and settled, or when ctx ends. The subscriber's
+	// channels stay open until it is closed.
+	Drain(ctx context.Context) error
+}
+
+// Shutdown stops r as SIGTERM should: the drainers stop receiving and
+// what they handed out is handled, acked and settled with SQS, for up to
+// drainTimeout, while r still runs (handlers keep their contexts and
+// their publisher); then r is closed, which closes the subscribers, ends
+// the contexts of anything still unfinished and waits up to r's
+// CloseTimeout for the handlers to return. The subscribers keep
+// Watermill's contract (Close does not wait for messages in flight); the
+// drain is here. See DECISIONS.md.
+func Shutdown(r *message.Router, drainTimeout time.Duration, drainers ...Drainer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	errs := make([]error, len(drainers)+1)
+	var wg sync.WaitGroup
+	for i, d := range drainers {
+		wg.Go(func() { errs[i] = d.Drain(ctx) })
+	}
+	wg.Wait()
+	errs[len(drainers)] = r.Close()
+	return errors.Join(errs...)
+}
+
+// maxAttributes is how many message attributes SQS takes on one message.
+const maxAttributes = 10
+
+// deadLetters publishes to a DLQ within SQS's attribute limit. A message
+// carries its producer's attributes as metadata; the DLQ path adds its
+// four (the poison keys) and the SQS publisher the Watermill UUID, so a
+// message with more than five of its own would be refused by SQS and
+// never reach the DLQ. The poison keys are kept, then type, id and
+// correlation_id, then the others by name, as many as fit; the reason
+// names those left out.
+type deadLetters struct{ message.Publisher }
+
+func (p deadLetters) Publish(topic string, msgs ...*message.Message) error {
+	for _, msg := range msgs {
+		fitAttributes(msg)
+	}
+	return p.Publisher.Publish(topic, msgs...)
+}
+
+func fitAttributes(msg *message.Message) {
+	room := maxAttributes - 1 // the UUID attribute
+	if len(msg.Metadata) <= room {
+		return
+	}
+	first := append(append([]string{}, poisonKeys...), messages.TypeAttribute, messages.IDAttribute, messages.CorrelationAttribute)
+	keys := slices.Sorted(maps.Keys(msg.Metadata))
+	slices.SortStableFunc(keys, func(a, b string) int {
+		ia, ib := slices.Index(first, a), slices.Index(first, b)
+		if ia < 0 {
+			ia = len(first)
+		}
+		if ib < 0 {
+			ib = len(first)
+		}
+		return ia - ib
+	})
+	dropped := keys[room:]
+	for _, k := range dropped {
+		delete(msg.Metadata, k)
+	}
+	if reason, ok := msg.Metadata[middleware.ReasonForPoisonedKey]; ok {
+		msg.Metadata.Set(middleware.ReasonForPoisonedKey, fmt.Sprintf("%s (attributes not kept, SQS takes %d: %s)", reason, maxAttributes, strings.Join(dropped, ", ")))
+	}
 }
 
 // warnPoison logs, at WARN, why a message is about to be dead-lettered.

@@ -3,10 +3,12 @@ package router
 import (
 	"cmp"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http/httptrace"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,8 +30,15 @@ type SubscriberConfig struct {
 	Concurrency int
 	// WaitTimeSeconds is the long-poll wait of each receive. Default 20.
 	WaitTimeSeconds int32
-	// DrainTimeout bounds how long Close waits for in-flight messages to be
-	// acked. Default 30s.
+	// CloseTimeout bounds Close: how long it waits for SQS to confirm what
+	// was decided before it (deletes of acked messages, visibility of
+	// nacked ones) and the return of what it gives back. Default 5s.
+	CloseTimeout time.Duration
+	// DrainTimeout is the former name of CloseTimeout, read when that is
+	// not set. Draining in-flight messages is no longer Close's: see Drain
+	// and Shutdown.
+	//
+	// Deprecated: use CloseTimeout.
 	DrainTimeout time.Duration
 	// MaxNackDelay caps the visibility a nacked message gets before it is
 	// received again; the delay doubles with each receive. Default 60s.
@@ -43,8 +52,11 @@ func (c *SubscriberConfig) setDefaults() {
 	if c.WaitTimeSeconds <= 0 {
 		c.WaitTimeSeconds = 20
 	}
-	if c.DrainTimeout <= 0 {
-		c.DrainTimeout = 30 * time.Second
+	if c.CloseTimeout <= 0 {
+		c.CloseTimeout = c.DrainTimeout
+	}
+	if c.CloseTimeout <= 0 {
+		c.CloseTimeout = 5 * time.Second
 	}
 	if c.MaxNackDelay <= 0 {
 		c.MaxNackDelay = time.Minute
@@ -52,83 +64,166 @@ func (c *SubscriberConfig) setDefaults() {
 }
 
 // Subscriber consumes SQS queues for the Watermill router. Unlike the
-// watermill-aws v1.0.1 subscriber, which handles one message at a time and
-// drops the ack of a message still in flight when it closes, it receives
-// in batches, hands out up to Concurrency messages at once, acks each
-// independently, and on Close stops receiving and waits for in-flight
-// messages to be acked before returning. See DECISIONS.md.
+// watermill-aws v1.0.1 subscriber, which handles one message at a time, it
+// receives in batches, hands out up to Concurrency messages at once and
+// acks each independently (deletes batched).
+//
+// It keeps Watermill's message.Subscriber contract: a message carries
+// every message attribute as metadata, and a context with the values of
+// Subscribe's, cancelled once the message is acked or nacked, or its
+// subscription ends. A subscription ends when Subscribe's context is
+// cancelled or Close is called: nothing is handed out from then on and
+// its channel is closed. Close returns within CloseTimeout; it does not
+// wait for messages still in flight, it gives them back to the queue.
+// Draining (stop receiving, let what is in flight be handled and acked)
+// is Drain, which the router's shutdown calls before closing (Shutdown).
+// See DECISIONS.md.
 type Subscriber struct {
 	sqs    *sqs.Client
 	config SubscriberConfig
 	logger watermill.LoggerAdapter
 
-	// mu orders Subscribe's count of subscriptions before Close's wait.
-	mu      sync.Mutex
-	closing chan struct{}
-	once    sync.Once
-	// subscriptions counts those not yet finished: receiving, or with
-	// messages in flight or deletes under way.
-	subscriptions sync.WaitGroup
+	// mu orders Subscribe's registration of a subscription before Drain's
+	// and Close's look at them.
+	mu       sync.Mutex
+	draining bool
+	closed   bool
+	queues   map[*queue]struct{}
 }
 
 // NewSubscriber returns a subscriber reading with client.
 func NewSubscriber(client *sqs.Client, config SubscriberConfig, logger watermill.LoggerAdapter) *Subscriber {
 	config.setDefaults()
 	return &Subscriber{
-		sqs:     client,
-		config:  config,
-		logger:  logger,
-		closing: make(chan struct{}),
+		sqs:    client,
+		config: config,
+		logger: logger,
+		queues: map[*queue]struct{}{},
 	}
 }
 
 // Subscribe consumes the queue named topic until ctx is cancelled or the
-// subscriber is closed. Each message's context is not cancelled by
-// either, so work in flight can finish during a drain.
+// subscriber is closed; then it closes the returned channel. Each
+// message's context carries ctx's values and is cancelled when the
+// message is acked or nacked, or when the subscription ends.
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
-	s.mu.Lock()
-	select {
-	case <-s.closing:
-		s.mu.Unlock()
-		return nil, errors.New("subscriber closed")
-	default:
+	if err := s.refusal(); err != nil {
+		return nil, err
 	}
-	s.subscriptions.Add(1)
-	s.mu.Unlock()
 	got, err := s.sqs.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(topic)})
 	if err != nil {
-		s.subscriptions.Done()
 		return nil, fmt.Errorf("look up queue %s: %w", topic, err)
 	}
-	stopping, stop := context.WithCancel(context.Background())
-	go func() {
-		select {
-		case <-s.closing:
-		case <-ctx.Done():
-		}
-		stop()
-	}()
-	q := newQueue(s, aws.ToString(got.QueueUrl), context.WithoutCancel(ctx), stopping)
-	out := make(chan *message.Message)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.refusalLocked(); err != nil {
+		return nil, err
+	}
+	q := newQueue(s, aws.ToString(got.QueueUrl), ctx)
+	s.queues[q] = struct{}{}
 	// One receive loop per ten slots: a receive returns at most ten
 	// messages. Each loop has at most one receive outstanding.
-	loops := (s.config.Concurrency + 9) / 10
-	var wg sync.WaitGroup
-	for i := 0; i < loops; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			q.receive(out)
-		}()
+	for range (s.config.Concurrency + 9) / 10 {
+		q.loops.Go(q.receive)
 	}
+	unwatch := context.AfterFunc(ctx, q.close)
 	go func() {
-		wg.Wait()
+		q.loops.Wait()
 		q.inFlight.Wait()
 		close(q.pending)
-		close(out)
-		s.subscriptions.Done()
+		close(q.settled)
+		// A drained subscription stays known until it ends, for Close to
+		// close its channel.
+		<-q.ctx.Done()
+		unwatch()
+		s.mu.Lock()
+		delete(s.queues, q)
+		s.mu.Unlock()
 	}()
-	return out, nil
+	return q.out, nil
+}
+
+func (s *Subscriber) refusal() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refusalLocked()
+}
+
+func (s *Subscriber) refusalLocked() error {
+	switch {
+	case s.closed:
+		return errors.New("subscriber closed")
+	case s.draining:
+		return errors.New("subscriber draining")
+	}
+	return nil
+}
+
+func (s *Subscriber) subscriptions() []*queue {
+	qs := make([]*queue, 0, len(s.queues))
+	for q := range s.queues {
+		qs = append(qs, q)
+	}
+	return qs
+}
+
+// Drain stops receiving and returns once every message handed out has
+// been acked or nacked and its delete or visibility change sent, or when
+// ctx ends. What was received and not yet handed out goes back to its
+// queue at once. The channels stay open (Close closes them) and no
+// message is handed out any more. A subscriber that drains refuses new
+// subscriptions.
+func (s *Subscriber) Drain(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	qs := s.subscriptions()
+	s.mu.Unlock()
+	for _, q := range qs {
+		q.stop()
+	}
+	for _, q := range qs {
+		select {
+		case <-q.settled:
+		case <-ctx.Done():
+			awaiting := 0
+			for _, q := range qs {
+				awaiting += int(q.awaiting.Load())
+			}
+			return fmt.Errorf("drain: %d messages still in flight: %w", awaiting, context.Cause(ctx))
+		}
+	}
+	return nil
+}
+
+// Close ends every subscription: its first step stops them, and from then
+// on nothing is handed out; the channels are closed and every message's
+// context is cancelled. A message acked or nacked before Close is still deleted or
+// made visible again; one still awaiting its verdict, and what was
+// received and not handed out, is made visible again at once (a verdict
+// given after Close is ignored: the message is redelivered). Close waits
+// up to CloseTimeout for SQS to confirm all of these.
+func (s *Subscriber) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	qs := s.subscriptions()
+	s.mu.Unlock()
+	for _, q := range qs {
+		q.close()
+	}
+	bound := time.NewTimer(s.config.CloseTimeout)
+	defer bound.Stop()
+	for _, q := range qs {
+		select {
+		case <-q.settled:
+		case <-bound.C:
+			return fmt.Errorf("close: SQS has not confirmed every delete and return within %s; unconfirmed messages are redelivered after their visibility timeout", s.config.CloseTimeout)
+		}
+	}
+	return nil
 }
 
 // queue is one subscription: its receive loops, its slots (each queue
@@ -137,17 +232,36 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 type queue struct {
 	sub *Subscriber
 	url string
-	// ctx carries the subscriber's values to requests; it is never cancelled.
-	ctx context.Context
-	// stopping is cancelled when the subscription stops receiving.
+	// ctx is the subscription's: Subscribe's context, cancelled too when
+	// the subscription ends. Messages' contexts derive from it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// requests carries Subscribe's values to requests; it is never cancelled.
+	requests context.Context
+	// stopping is cancelled when the subscription stops receiving: on
+	// Drain, or when it ends.
 	stopping context.Context
-	slots    chan struct{}
+	stop     context.CancelFunc
+	closing  sync.Once
+
+	// out is handed messages under sendMu read-locked, after a look at
+	// stopping; close takes it write-locked, so once close has begun no
+	// message is handed out.
+	out    chan *message.Message
+	sendMu sync.RWMutex
+
+	slots chan struct{}
+	// loops counts the receive loops.
+	loops sync.WaitGroup
 	// inFlight counts messages handed out and not yet settled with SQS.
 	inFlight sync.WaitGroup
 	// awaiting counts messages handed out and neither acked nor nacked.
 	awaiting atomic.Int32
 	// pending are acked messages waiting to be deleted in a batch.
 	pending chan pendingDelete
+	// settled is closed once the loops have ended and every message
+	// handed out is settled.
+	settled chan struct{}
 }
 
 type pendingDelete struct {
@@ -168,19 +282,37 @@ const receiveGrace = 2 * time.Second
 // DeleteMessageBatch while other messages still await their verdict.
 const deleteLinger = 5 * time.Millisecond
 
-func newQueue(s *Subscriber, url string, ctx, stopping context.Context) *queue {
+func newQueue(s *Subscriber, url string, ctx context.Context) *queue {
 	q := &queue{
-		sub: s, url: url, ctx: ctx, stopping: stopping,
+		sub: s, url: url, requests: context.WithoutCancel(ctx),
+		out:     make(chan *message.Message),
 		slots:   make(chan struct{}, s.config.Concurrency),
 		pending: make(chan pendingDelete, 10),
+		settled: make(chan struct{}),
 	}
+	q.ctx, q.cancel = context.WithCancel(ctx)
+	q.stopping, q.stop = context.WithCancel(context.Background())
 	go q.deleteBatches()
 	return q
 }
 
+// close ends the subscription: it stops receiving, closes the channel
+// once no message can be in the middle of being handed out, and cancels
+// the subscription's context, so messages awaiting their verdict are
+// given back.
+func (q *queue) close() {
+	q.closing.Do(func() {
+		q.stop()
+		q.sendMu.Lock()
+		close(q.out)
+		q.sendMu.Unlock()
+		q.cancel()
+	})
+}
+
 // receive asks for messages while there are free slots, until the
 // subscription stops: from then on it sends no receive.
-func (q *queue) receive(out chan<- *message.Message) {
+func (q *queue) receive() {
 	for {
 		n := q.acquire(10)
 		if n == 0 {
@@ -200,7 +332,7 @@ func (q *queue) receive(out chan<- *message.Message) {
 			continue
 		}
 		q.release(n - len(msgs))
-		q.handOut(out, msgs)
+		q.handOut(msgs)
 	}
 }
 
@@ -210,7 +342,7 @@ func (q *queue) receive(out chan<- *message.Message) {
 func (q *queue) receiveMessages(n int) ([]types.Message, error) {
 	sent := time.Now()
 	var answering atomic.Bool
-	ctx, cancel := context.WithCancel(q.ctx)
+	ctx, cancel := context.WithCancel(q.requests)
 	defer cancel()
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GetConn: func(string) {
@@ -249,29 +381,43 @@ func (q *queue) receiveMessages(n int) ([]types.Message, error) {
 // handOut passes received messages to the router, each in a slot
 // acquired for it. Once the subscription stops, what the router has not
 // taken goes back to the queue, so another consumer takes it now rather
-// than after the visibility timeout. (Handing it out during the drain
+// than after the visibility timeout. (Handing it out during a drain
 // would save its receive, but nothing guarantees that whoever stopped the
 // subscription still handles or waits for it.)
-func (q *queue) handOut(out chan<- *message.Message, msgs []types.Message) {
+func (q *queue) handOut(msgs []types.Message) {
 	for i, m := range msgs {
-		if !q.stopped() {
-			msg := toMessage(m)
-			q.inFlight.Add(1)
-			q.awaiting.Add(1)
-			select {
-			case out <- msg:
-				go q.settle(m, msg)
-				continue
-			case <-q.stopping.Done():
-				q.awaiting.Add(-1)
-				q.inFlight.Done()
-			}
+		if !q.offer(m) {
+			q.sub.giveBack(q.url, msgs[i:])
+			q.release(len(msgs) - i)
+			return
 		}
-		for _, m := range msgs[i:] {
-			q.sub.setVisibility(q.url, m, 0)
-			q.release(1)
-		}
-		return
+	}
+}
+
+// offer hands m out unless the subscription stops first. It holds sendMu
+// read-locked from its look at stopping to the end of the send, so close,
+// which stops the subscription before it takes sendMu, finds no send
+// under way and none starts after it.
+func (q *queue) offer(m types.Message) bool {
+	q.sendMu.RLock()
+	defer q.sendMu.RUnlock()
+	if q.stopped() {
+		return false
+	}
+	msg := toMessage(m)
+	ctx, cancel := context.WithCancel(q.ctx)
+	msg.SetContext(ctx)
+	q.inFlight.Add(1)
+	q.awaiting.Add(1)
+	select {
+	case q.out <- msg:
+		go q.settle(m, msg, cancel)
+		return true
+	case <-q.stopping.Done():
+		cancel()
+		q.awaiting.Add(-1)
+		q.inFlight.Done()
+		return false
 	}
 }
 
@@ -308,21 +454,43 @@ func (q *queue) release(n int) {
 	}
 }
 
-// settle waits for the router's verdict. The slot is free at once, so the
-// next receive does not wait for SQS to confirm this one: an ack deletes
-// the message (in a batch with others), a nack makes it visible again
-// after a backoff that grows with each receive. The drain waits for both.
-func (q *queue) settle(m types.Message, msg *message.Message) {
+// settle waits for the router's verdict and cancels the message's
+// context on it. The slot is free at once, so the next receive does not
+// wait for SQS to confirm this one: an ack deletes the message (in a
+// batch with others), a nack makes it visible again after a backoff that
+// grows with each receive. A message without a verdict when its
+// subscription ends is made visible again at once; a verdict given later
+// is ignored. Drain and Close wait for the request.
+func (q *queue) settle(m types.Message, msg *message.Message, cancel context.CancelFunc) {
 	defer q.inFlight.Done()
+	var acked, nacked <-chan struct{} = msg.Acked(), msg.Nacked()
+	verdict := func() (ack, nack bool) {
+		select {
+		case <-acked:
+			return true, false
+		case <-nacked:
+			return false, true
+		default:
+			return false, false
+		}
+	}
 	select {
-	case <-msg.Acked():
-		q.awaiting.Add(-1)
-		q.release(1)
+	case <-acked:
+	case <-nacked:
+	case <-q.ctx.Done():
+	}
+	// A verdict given before the subscription ended wins over its end.
+	ack, nack := verdict()
+	cancel()
+	q.awaiting.Add(-1)
+	q.release(1)
+	switch {
+	case ack:
 		q.delete(m, msg.UUID)
-	case <-msg.Nacked():
-		q.awaiting.Add(-1)
-		q.release(1)
+	case nack:
 		q.sub.setVisibility(q.url, m, q.sub.nackDelay(m))
+	default:
+		q.sub.giveBack(q.url, []types.Message{m})
 	}
 }
 
@@ -423,48 +591,65 @@ func (s *Subscriber) setVisibility(url string, m types.Message, d time.Duration)
 	}
 }
 
-// Close stops receiving and waits, up to DrainTimeout, for every message
-// in flight to be acked or nacked and settled with SQS.
-func (s *Subscriber) Close() error {
-	var err error
-	s.once.Do(func() {
-		s.mu.Lock()
-		close(s.closing)
-		s.mu.Unlock()
-		done := make(chan struct{})
-		go func() {
-			s.subscriptions.Wait()
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-time.After(s.config.DrainTimeout):
-			err = fmt.Errorf("drain: messages still in flight after %s", s.config.DrainTimeout)
+// giveBack makes messages visible again at once, ten to a request.
+func (s *Subscriber) giveBack(url string, msgs []types.Message) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for start := 0; start < len(msgs); start += 10 {
+		chunk := msgs[start:min(len(msgs), start+10)]
+		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
+		for i, m := range chunk {
+			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0}
 		}
-	})
-	return err
+		out, err := s.sqs.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(url), Entries: entries})
+		if err != nil {
+			s.logger.Error("Cannot give messages back; they are redelivered after their visibility timeout", err, watermill.LogFields{"count": len(chunk)})
+			continue
+		}
+		for _, f := range out.Failed {
+			i, _ := strconv.Atoi(aws.ToString(f.Id))
+			s.logger.Error("Cannot give a message back; it is redelivered after its visibility timeout",
+				errors.New(aws.ToString(f.Message)), watermill.LogFields{"message_id": aws.ToString(chunk[i].MessageId), "code": aws.ToString(f.Code)})
+		}
+	}
 }
 
-// toMessage keeps only the attributes transit routes on: producers may
-// send up to ten, and the DLQ path must still have room for its own. A
-// body that SNS wrapped (a subscription without raw delivery) is
-// unwrapped first. The message's UUID, which stands for the command ID
-// when the body names none, is the first of: the producer's `id`
-// attribute, the Watermill UUID attribute (a Watermill publisher or a
-// redrive set it), the SNS message ID of a wrapped body, SQS's message
-// ID. Each is stable across redeliveries.
+// toMessage keeps every message attribute as metadata (strings and
+// numbers as sent, binary values as their bytes), as watermill-aws's
+// unmarshaler does: producers' attributes and trace context reach the
+// handlers. SQS allows ten attributes; the DLQ path, which adds its own,
+// keeps within them (deadLetters). A body that SNS wrapped (a
+// subscription without raw delivery) is unwrapped first, its attributes
+// taken from the notification. The message's UUID, which stands for the
+// command ID when the body names none, is the first of: the producer's
+// `id` attribute, the Watermill UUID attribute (a Watermill publisher or
+// a redrive set it; it is not kept as metadata), the SNS message ID of a
+// wrapped body, SQS's message ID. Each is stable across redeliveries.
 func toMessage(m types.Message) *message.Message {
 	body, snsID := aws.ToString(m.Body), ""
-	attr := func(k string) string { return aws.ToString(m.MessageAttributes[k].StringValue) }
-	if n, ok := snsNotification(body); ok {
-		body, snsID = n.Message, n.MessageID
-		attr = func(k string) string { return n.MessageAttributes[k].Value }
-	}
-	msg := message.NewMessage(cmp.Or(attr(messages.IDAttribute), attr(wmsqs.UUIDAttribute), snsID, aws.ToString(m.MessageId)), []byte(body))
-	for _, k := range []string{messages.TypeAttribute, messages.CorrelationAttribute} {
-		if v := attr(k); v != "" {
-			msg.Metadata.Set(k, v)
+	meta := message.Metadata{}
+	for k, v := range m.MessageAttributes {
+		// Binary, String and Number, each possibly with a custom type
+		// (Binary.gif, Number.float).
+		if strings.HasPrefix(aws.ToString(v.DataType), wmsqs.AWSBinaryDataType) {
+			meta[k] = string(v.BinaryValue)
+		} else if v.StringValue != nil {
+			meta[k] = *v.StringValue
 		}
 	}
+	if n, ok := snsNotification(body); ok {
+		body, snsID = n.Message, n.MessageID
+		for k, v := range n.MessageAttributes {
+			meta[k] = v.Value
+			if v.Type == wmsqs.AWSBinaryDataType {
+				if b, err := base64.StdEncoding.DecodeString(v.Value); err == nil {
+					meta[k] = string(b)
+				}
+			}
+		}
+	}
+	msg := message.NewMessage(cmp.Or(meta[messages.IDAttribute], meta[wmsqs.UUIDAttribute], snsID, aws.ToString(m.MessageId)), []byte(body))
+	delete(meta, wmsqs.UUIDAttribute)
+	msg.Metadata = meta
 	return msg
 }

@@ -168,10 +168,7 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	sub := router.NewSubscriber(s.SQS, router.SubscriberConfig{
-		Concurrency:  s.Config.Concurrency,
-		DrainTimeout: s.Config.DrainTimeout,
-	}, logger)
+	sub := router.NewSubscriber(s.SQS, router.SubscriberConfig{Concurrency: s.Config.Concurrency}, logger)
 	served, err := servedDomains(s.Config.Domains)
 	if err != nil {
 		return err
@@ -282,9 +279,11 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 		}
 	}
 	<-ctx.Done()
-	// Only a running router may be closed: Close during RunHandlers waits
-	// on the router's own lock until its timeout.
-	if err := r.Close(); err != nil {
+	// The drain: the subscriber stops receiving and the commands in flight
+	// finish and are acked, then the router closes. Only a running router
+	// may be closed: Close during RunHandlers waits on the router's own
+	// lock until its timeout.
+	if err := router.Shutdown(r, s.Config.DrainTimeout, sub); err != nil {
 		return err
 	}
 	return <-ran
