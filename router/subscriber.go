@@ -34,12 +34,6 @@ type SubscriberConfig struct {
 	// was decided before it (deletes of acked messages, visibility of
 	// nacked ones) and the return of what it gives back. Default 5s.
 	CloseTimeout time.Duration
-	// DrainTimeout is the former name of CloseTimeout, read when that is
-	// not set. Draining in-flight messages is no longer Close's: see Drain
-	// and Shutdown.
-	//
-	// Deprecated: use CloseTimeout.
-	DrainTimeout time.Duration
 	// MaxNackDelay caps the visibility a nacked message gets before it is
 	// received again; the delay doubles with each receive. Default 60s.
 	MaxNackDelay time.Duration
@@ -51,9 +45,6 @@ func (c *SubscriberConfig) setDefaults() {
 	}
 	if c.WaitTimeSeconds <= 0 {
 		c.WaitTimeSeconds = 20
-	}
-	if c.CloseTimeout <= 0 {
-		c.CloseTimeout = c.DrainTimeout
 	}
 	if c.CloseTimeout <= 0 {
 		c.CloseTimeout = 5 * time.Second

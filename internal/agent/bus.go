@@ -116,7 +116,7 @@ func (b *SQSBus) subscribe(ctx context.Context) error {
 // receive consumes the agent's queue with transit's own SQS subscriber
 // and passes each event on, acked once taken.
 func (b *SQSBus) receive(ctx context.Context) error {
-	b.sub = router.NewSubscriber(b.cfg.SQS, router.SubscriberConfig{Concurrency: 10, DrainTimeout: 5 * time.Second}, watermill.NewSlogLogger(b.cfg.Logger))
+	b.sub = router.NewSubscriber(b.cfg.SQS, router.SubscriberConfig{Concurrency: 10, CloseTimeout: 5 * time.Second}, watermill.NewSlogLogger(b.cfg.Logger))
 	// Receiving ends with Close, not with the context that opened the bus.
 	recvCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	msgs, err := b.sub.Subscribe(recvCtx, b.queueName)
