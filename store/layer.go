@@ -204,7 +204,7 @@ type rowSteps struct {
 // (0 for none), and fills the outcome. A row already there is a
 // *Rejection, its reason decided on the item DynamoDB returns.
 func (s *Store) writeRow(ctx context.Context, cmd Cmd, rows rowSteps, also func(latest bool, replaced int) ([]types.TransactWriteItem, error), snapshot, result any) error {
-	for round := 0; round < allocateRounds; round++ {
+	return retry(ctx, rows.row.entity, allocateRounds, func() error {
 		ptr, err := getRaw(ctx, s.db, rows.pointer.table, rows.pointer.key)
 		if err != nil {
 			return fmt.Errorf("%s: %w", rows.row.entity, err)
@@ -256,13 +256,12 @@ func (s *Store) writeRow(ctx context.Context, cmd Cmd, rows rowSteps, also func(
 			refused := row.m.Decide(row.t, current, nil, row.in)
 			return s.recordRejection(ctx, cmd, row.entity, &Rejection{Reason: refused.Reason, At: cmd.At}, result)
 		case errors.Is(err, errConflict):
-			continue // the pointer moved: decide again
+			return errStale // the pointer moved: decide again
 		case err != nil:
 			return fmt.Errorf("%s: %w", row.entity, err)
 		}
 		return nil
-	}
-	return fmt.Errorf("%s: %w", rows.row.entity, errConflict)
+	})
 }
 
 // pointerTransition is the pointer's transition for the row: point when

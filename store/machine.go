@@ -112,17 +112,26 @@ func join[In any](st step[In], read machine.Item) (joined, machine.Outcome, erro
 // its item changed or held by another transaction.
 const maxRounds = 20
 
-// retrying runs try again while it returns errStale, after a short
-// random pause: writers that lost a race for one item (a timer shard's
-// record is contended by every write into the shard) spread out.
+// retrying is retry for a transition, named by its machine and
+// transition, within maxRounds.
 func retrying[In any](ctx context.Context, st step[In], try func() error) error {
+	return retry(ctx, st.m.Name+" "+st.t.Name, maxRounds, try)
+}
+
+// retry is the store's one retry loop: it runs try again while it returns
+// errStale (decide again on a fresh read), at most rounds times in all,
+// after a short random pause: writers that lost a race for one item (a
+// timer shard's record is contended by every write into the shard)
+// spread out. Still stale after the last round, it is errConflict, named
+// by what, for the caller's caller to retry the whole command later.
+func retry(ctx context.Context, what string, rounds int, try func() error) error {
 	for round := 1; ; round++ {
 		err := try()
 		if !errors.Is(err, errStale) {
 			return err
 		}
-		if round == maxRounds {
-			return fmt.Errorf("%s %s: %w", st.m.Name, st.t.Name, errConflict)
+		if round >= rounds {
+			return fmt.Errorf("%s: %w", what, errConflict)
 		}
 		pause := time.Duration(rand.Int64N(int64(min(round, 5)) * int64(5*time.Millisecond)))
 		select {

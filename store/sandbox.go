@@ -120,7 +120,8 @@ func SandboxIDFor(externalID string) string {
 const candidatesPerQuery = 15
 
 // allocateRounds bounds how often an allocation re-reads the pool after
-// losing every candidate to concurrent allocators.
+// losing every candidate to concurrent allocators (docs/sandbox.md); a
+// sync chunk and a layer's row take as many rounds.
 const allocateRounds = 8
 
 // Allocate gives the track an available sandbox, or the live allocation
@@ -128,43 +129,52 @@ const allocateRounds = 8
 // reason pool_exhausted.
 func (s *Store) Allocate(ctx context.Context, cmd Cmd, trackID, idempotencyKey string) (Sandbox, error) {
 	in := machine.SandboxInput{Now: cmd.At.Unix(), TrackID: trackID, IdempotencyKey: idempotencyKey}
-	for round := 0; round < allocateRounds; round++ {
-		live, isLive, claim, claimFound, err := s.claimed(ctx, trackID, idempotencyKey)
+	var sb Sandbox
+	err := retry(ctx, fmt.Sprintf("allocate for %s: every candidate taken in %d rounds", trackID, allocateRounds), allocateRounds, func() (err error) {
+		sb, err = s.allocateRound(ctx, cmd, in)
+		return err
+	})
+	return sb, err
+}
+
+// allocateRound is one round of Allocate on the claim and the pool as
+// read: errStale when another command claimed the key, or took every
+// candidate, since.
+func (s *Store) allocateRound(ctx context.Context, cmd Cmd, in machine.SandboxInput) (Sandbox, error) {
+	trackID, idempotencyKey := in.TrackID, in.IdempotencyKey
+	live, isLive, claim, claimFound, err := s.claimed(ctx, trackID, idempotencyKey)
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("allocate for %s: %w", trackID, err)
+	}
+	if isLive {
+		return s.recordExisting(ctx, cmd, live)
+	}
+	candidates, err := s.queryStatus(ctx, StatusAvailable, nil, candidatesPerQuery)
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("allocate for %s: %w", trackID, err)
+	}
+	if len(candidates) == 0 {
+		// An allocation under the same key may have taken the last
+		// sandbox since the claim was read: its claim says so now.
+		live, isLive, _, _, err := s.claimed(ctx, trackID, idempotencyKey)
 		if err != nil {
 			return Sandbox{}, fmt.Errorf("allocate for %s: %w", trackID, err)
 		}
 		if isLive {
 			return s.recordExisting(ctx, cmd, live)
 		}
-		candidates, err := s.queryStatus(ctx, StatusAvailable, nil, candidatesPerQuery)
-		if err != nil {
-			return Sandbox{}, fmt.Errorf("allocate for %s: %w", trackID, err)
-		}
-		if len(candidates) == 0 {
-			// An allocation under the same key may have taken the last
-			// sandbox since the claim was read: its claim says so now.
-			live, isLive, _, _, err := s.claimed(ctx, trackID, idempotencyKey)
-			if err != nil {
-				return Sandbox{}, fmt.Errorf("allocate for %s: %w", trackID, err)
-			}
-			if isLive {
-				return s.recordExisting(ctx, cmd, live)
-			}
-			var sb Sandbox
-			err = s.recordRejection(ctx, cmd, "TRACK#"+trackID, &Rejection{Reason: messages.ReasonPoolExhausted, At: cmd.At}, &sb)
-			return sb, err
-		}
-		// Concurrent allocators start at different candidates, so they
-		// rarely collide on the same item.
-		rand.Shuffle(len(candidates), func(i, j int) { candidates[i], candidates[j] = candidates[j], candidates[i] })
-		sb, taken, err := s.allocateOne(ctx, cmd, in, candidates, claim, claimFound)
-		if taken || errors.Is(err, errConflict) {
-			// Another command claimed the key, or took every candidate.
-			continue
-		}
+		var sb Sandbox
+		err = s.recordRejection(ctx, cmd, "TRACK#"+trackID, &Rejection{Reason: messages.ReasonPoolExhausted, At: cmd.At}, &sb)
 		return sb, err
 	}
-	return Sandbox{}, fmt.Errorf("allocate for %s: every candidate taken in %d rounds: %w", trackID, allocateRounds, errConflict)
+	// Concurrent allocators start at different candidates, so they
+	// rarely collide on the same item.
+	rand.Shuffle(len(candidates), func(i, j int) { candidates[i], candidates[j] = candidates[j], candidates[i] })
+	sb, taken, err := s.allocateOne(ctx, cmd, in, candidates, claim, claimFound)
+	if taken || errors.Is(err, errConflict) {
+		return Sandbox{}, errStale
+	}
+	return sb, err
 }
 
 // allocateOne allocates the first candidate still available, claiming the
@@ -537,7 +547,7 @@ func decideSync(externalID string, listed map[string]messages.InventoryItem, ite
 // item as it now is (dropped when nothing is left to do), and the
 // transaction tried again.
 func (s *Store) syncChunk(ctx context.Context, cmd Cmd, changes []syncChange, final bool, listed map[string]messages.InventoryItem, res *SyncResult) error {
-	for round := 0; round < allocateRounds; round++ {
+	return retry(ctx, "sync", allocateRounds, func() error {
 		next := SyncResult{At: res.At, Added: slices.Clone(res.Added), Staled: slices.Clone(res.Staled)}
 		items := make([]types.TransactWriteItem, 0, len(changes)+1)
 		for _, ch := range changes {
@@ -590,8 +600,8 @@ func (s *Store) syncChunk(ctx context.Context, cmd Cmd, changes []syncChange, fi
 		} else {
 			changes = slices.Delete(changes, i, i+1)
 		}
-	}
-	return fmt.Errorf("sync: %w", errConflict)
+		return errStale // the transaction again, with that change decided afresh
+	})
 }
 
 // syncWrite is the transaction item of one sync change.

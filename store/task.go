@@ -492,21 +492,41 @@ func orNothing(lease Lease) (Lease, error) {
 	return lease, nil
 }
 
+// leaseRounds bounds how often a candidate is decided again on a fresh
+// read before it is passed over like one another agent took.
+const leaseRounds = 3
+
 // leaseCandidate tries to lease a waiting item the index listed. The
 // index is eventually consistent: when the item turns out to have changed
 // since its copy there (a requeue counted an attempt), it is decided
 // again on the item itself rather than passed over.
 func (s *Store) leaseCandidate(ctx context.Context, cmd Cmd, p messages.TaskLeasePayload, in machine.TaskInput, item machine.Item) (Lease, bool, error) {
-	for round := 0; round < 3 && item != nil; round++ {
-		lease, ok, err := s.leaseOne(ctx, cmd, p, in, item)
-		if !errors.Is(err, errStale) {
-			return lease, ok, err
+	var (
+		lease             Lease
+		ok, reread, stale bool
+	)
+	err := retry(ctx, "lease", leaseRounds, func() (err error) {
+		if reread {
+			if item, err = getRaw(ctx, s.db, s.queue, machine.Item{"PK": item["PK"], "SK": item["SK"]}); err != nil {
+				return err
+			}
 		}
-		if item, err = getRaw(ctx, s.db, s.queue, machine.Item{"PK": item["PK"], "SK": item["SK"]}); err != nil {
-			return Lease{}, false, err
+		reread, stale = true, false
+		if item == nil {
+			// Gone since: nothing of it to lease.
+			lease, ok = Lease{}, false
+			return nil
 		}
+		lease, ok, err = s.leaseOne(ctx, cmd, p, in, item)
+		stale = errors.Is(err, errStale)
+		return err
+	})
+	if stale && errors.Is(err, errConflict) {
+		// Changed under each of its leaseRounds decisions: passed over
+		// for the next candidate.
+		return Lease{}, false, nil
 	}
-	return Lease{}, false, nil
+	return lease, ok, err
 }
 
 // leaseOne tries to lease the waiting item as read. ok is false when the
