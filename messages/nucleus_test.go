@@ -232,20 +232,7 @@ func nucleusAgreementCases(t *testing.T) []agreementCase {
 }
 
 func TestNucleusSchemas_agree_with_transit(t *testing.T) {
-	_, compiled := catalogue(t)
-	covered := map[messages.Type]bool{}
-	for _, tc := range nucleusAgreementCases(t) {
-		covered[tc.Type] = true
-		t.Run(string(tc.Type)+"/"+tc.Name, func(t *testing.T) {
-			goOK, schemaOK := verdicts(t, compiled, tc.Type, tc.Payload)
-			assert.Equal(t, tc.Valid, goOK, "transit's verdict")
-			assert.Equal(t, tc.Valid, schemaOK, "the schema's verdict")
-		})
-	}
-	for _, typ := range messages.Commands(messages.Nucleus) {
-		assert.True(t, covered[typ], "%s has no agreement case", typ)
-		assert.Contains(t, nucleusGood, typ, "%s has no good payload", typ)
-	}
+	agreeWithTransit(t, messages.Nucleus, nucleusAgreementCases(t), nucleusGood)
 }
 
 // TestNucleusSchemas_known_differences pins where the nucleus schemas and

@@ -202,20 +202,7 @@ func orgAgreementCases(t *testing.T) []agreementCase {
 }
 
 func TestOrgSchemas_agree_with_transit(t *testing.T) {
-	_, compiled := catalogue(t)
-	covered := map[messages.Type]bool{}
-	for _, tc := range orgAgreementCases(t) {
-		covered[tc.Type] = true
-		t.Run(string(tc.Type)+"/"+tc.Name, func(t *testing.T) {
-			goOK, schemaOK := verdicts(t, compiled, tc.Type, tc.Payload)
-			assert.Equal(t, tc.Valid, goOK, "transit's verdict")
-			assert.Equal(t, tc.Valid, schemaOK, "the schema's verdict")
-		})
-	}
-	for _, typ := range messages.Commands(messages.Org) {
-		assert.True(t, covered[typ], "%s has no agreement case", typ)
-		assert.Contains(t, orgGood, typ, "%s has no good payload", typ)
-	}
+	agreeWithTransit(t, messages.Org, orgAgreementCases(t), orgGood)
 }
 
 // TestOrgSchemas_known_differences pins where the org schemas and transit

@@ -459,3 +459,23 @@ func TestSchemas_http_callbacks_parse_with_a_host(t *testing.T) {
 		assert.NotEmpty(t, u.Host, p.Callback)
 	}
 }
+
+// agreeWithTransit checks that the schema and Validate give each case of a
+// domain the same verdict, and that every command of the domain has a
+// case and a good payload.
+func agreeWithTransit(t *testing.T, d messages.Domain, cases []agreementCase, good map[messages.Type]string) {
+	_, compiled := catalogue(t)
+	covered := map[messages.Type]bool{}
+	for _, tc := range cases {
+		covered[tc.Type] = true
+		t.Run(string(tc.Type)+"/"+tc.Name, func(t *testing.T) {
+			goOK, schemaOK := verdicts(t, compiled, tc.Type, tc.Payload)
+			assert.Equal(t, tc.Valid, goOK, "transit's verdict")
+			assert.Equal(t, tc.Valid, schemaOK, "the schema's verdict")
+		})
+	}
+	for _, typ := range messages.Commands(d) {
+		assert.True(t, covered[typ], "%s has no agreement case", typ)
+		assert.Contains(t, good, typ, "%s has no good payload", typ)
+	}
+}

@@ -227,20 +227,7 @@ func taskAgreementCases(t *testing.T) []agreementCase {
 }
 
 func TestTaskSchemas_agree_with_transit(t *testing.T) {
-	_, compiled := catalogue(t)
-	covered := map[messages.Type]bool{}
-	for _, tc := range taskAgreementCases(t) {
-		covered[tc.Type] = true
-		t.Run(string(tc.Type)+"/"+tc.Name, func(t *testing.T) {
-			goOK, schemaOK := verdicts(t, compiled, tc.Type, tc.Payload)
-			assert.Equal(t, tc.Valid, goOK, "transit's verdict")
-			assert.Equal(t, tc.Valid, schemaOK, "the schema's verdict")
-		})
-	}
-	for _, typ := range messages.Commands(messages.Task) {
-		assert.True(t, covered[typ], "%s has no agreement case", typ)
-		assert.Contains(t, taskGood, typ, "%s has no good payload", typ)
-	}
+	agreeWithTransit(t, messages.Task, taskAgreementCases(t), taskGood)
 }
 
 // TestTaskSchemas_known_differences pins where the task schemas and
