@@ -28,18 +28,26 @@ import (
 	"transit/router"
 )
 
-// heldReceives holds back the ReceiveMessage requests made while it is
-// armed until release is closed, and says when the first one comes, so a
-// test can stop a subscriber between asking for a receive and sending it.
-type heldReceives struct {
+// heldRequests holds back the SQS requests whose target starts with
+// target, made while it is armed, until release is closed, and says when
+// the first one comes: a test can stop a subscriber between asking for a
+// receive and sending it, or keep Close's give-backs waiting.
+type heldRequests struct {
 	next    sqs.HTTPClient
+	target  string
 	armed   atomic.Bool
 	seen    chan struct{}
 	release chan struct{}
 }
 
-func (c *heldReceives) Do(r *http.Request) (*http.Response, error) {
-	if c.armed.Load() && r.Header.Get("X-Amz-Target") == "AmazonSQS.ReceiveMessage" {
+func newHeldRequests(target string, armed bool) *heldRequests {
+	h := &heldRequests{next: awshttp.NewBuildableClient(), target: target, seen: make(chan struct{}, 1), release: make(chan struct{})}
+	h.armed.Store(armed)
+	return h
+}
+
+func (c *heldRequests) Do(r *http.Request) (*http.Response, error) {
+	if c.armed.Load() && strings.HasPrefix(r.Header.Get("X-Amz-Target"), c.target) {
 		select {
 		case c.seen <- struct{}{}:
 		default:
@@ -157,7 +165,7 @@ func queueDepth(t *testing.T, client *sqs.Client, url string) (visible, invisibl
 // (This asserted Close's behaviour when Close drained; Close now keeps
 // Watermill's contract and returns at once, so the drain is Drain.)
 func TestSubscriber_drain_spends_no_receive_count(t *testing.T) {
-	gate := &heldReceives{next: awshttp.NewBuildableClient(), seen: make(chan struct{}, 1), release: make(chan struct{})}
+	gate := newHeldRequests("AmazonSQS.ReceiveMessage", false)
 	client, name, url := motoQueue(t, gate)
 	const inFlight, queued = 20, 30
 	sendMessages(t, client, url, "in flight", inFlight)
@@ -218,29 +226,6 @@ func TestSubscriber_drain_spends_no_receive_count(t *testing.T) {
 	}
 }
 
-// heldGiveBacks holds back the requests that make messages visible again
-// until release is closed, and says when the first one comes.
-type heldGiveBacks struct {
-	next    sqs.HTTPClient
-	seen    chan struct{}
-	release chan struct{}
-}
-
-func (c *heldGiveBacks) Do(r *http.Request) (*http.Response, error) {
-	if strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.ChangeMessageVisibility") {
-		select {
-		case c.seen <- struct{}{}:
-		default:
-		}
-		select {
-		case <-c.release:
-		case <-r.Context().Done():
-			return nil, r.Context().Err()
-		}
-	}
-	return c.next.Do(r)
-}
-
 // Close with a message handed out and not acked, and others received and
 // waiting to be handed out, returns within CloseTimeout even while SQS
 // does not answer: it does not wait for the verdict. Nothing is handed
@@ -248,7 +233,7 @@ func (c *heldGiveBacks) Do(r *http.Request) (*http.Response, error) {
 // context is cancelled, and every message goes back to the queue at once
 // (an ack after Close is ignored).
 func TestSubscriber_close_is_bounded_with_a_message_not_acked(t *testing.T) {
-	gate := &heldGiveBacks{next: awshttp.NewBuildableClient(), seen: make(chan struct{}, 1), release: make(chan struct{})}
+	gate := newHeldRequests("AmazonSQS.ChangeMessageVisibility", true)
 	client, name, url := motoQueue(t, gate)
 	const sent = 10
 	sendMessages(t, client, url, "m", sent)
