@@ -13,6 +13,7 @@ import (
 	"transit/messages"
 	"transit/store"
 	"transit/streams"
+	"transit/transport"
 )
 
 // StreamRule turns a DynamoDB stream record into a command: records of
@@ -144,14 +145,7 @@ func (r StreamRule) command(rec streams.Record) (*message.Message, error) {
 		}
 	}
 	id := messages.DerivedID(rec.EventID, r.Command, "")
-	body, err := messages.NewCommand(id, r.Command, payload, rec.ApproximateCreationTime)
-	if err != nil {
-		return nil, err
-	}
-	msg := message.NewMessage(id, body)
-	msg.Metadata.Set(messages.TypeAttribute, string(r.Command))
-	msg.Metadata.Set(messages.CorrelationAttribute, id)
-	return AsCommand(msg), nil
+	return transport.NewCommand(id, r.Command, payload, rec.ApproximateCreationTime)
 }
 
 // RegisterFanIn adds a handler turning the stream of one table (table is
@@ -166,7 +160,7 @@ func RegisterFanIn(r *message.Router, table, logical string, sub message.Subscri
 			mine = append(mine, rule)
 		}
 	}
-	r.AddHandler("fan-in-"+logical, table, sub, ByType, pub, func(msg *message.Message) ([]*message.Message, error) {
+	r.AddHandler("fan-in-"+logical, table, sub, transport.ByType, pub, func(msg *message.Message) ([]*message.Message, error) {
 		var rec streams.Record
 		dec := json.NewDecoder(bytes.NewReader(msg.Payload))
 		dec.UseNumber() // keep every digit of DynamoDB numbers

@@ -18,6 +18,7 @@ import (
 	"transit/router"
 	"transit/store"
 	"transit/streams"
+	"transit/transport"
 )
 
 // fanIn runs RegisterFanIn for the Layers table with rules on the
@@ -32,7 +33,7 @@ func fanIn(t *testing.T, rules []router.StreamRule, records []streams.Record) []
 	logger := watermill.NopLogger{}
 	blocking := gochannel.Config{BlockPublishUntilSubscriberAck: true}
 	stream, commands := gochannel.NewGoChannel(blocking, logger), gochannel.NewGoChannel(blocking, logger)
-	out, err := commands.Subscribe(ctx, router.ByType)
+	out, err := commands.Subscribe(ctx, transport.ByType)
 	require.NoError(t, err)
 	var mu sync.Mutex
 	var got []*message.Message

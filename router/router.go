@@ -1,6 +1,7 @@
-// Package router wires transit's domains into a Watermill router: SQS
-// command queues in, SNS event topics and SQS command queues out, with
-// retry for transient failures and the DLQ for poison commands.
+// Package router wires transit's domains into a Watermill router: each
+// domain's handler on its command queue, the stream fan-in rules, retry
+// for transient failures, the DLQ for poison commands, and the drain on
+// shutdown. How messages move on SQS and SNS is package transport's.
 package router
 
 import (
@@ -8,9 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 
 	"transit/messages"
 	"transit/store"
+	"transit/transport"
 )
 
 // Handler is one domain's command handler.
@@ -32,7 +31,7 @@ type Handler interface {
 
 // Config tunes the router.
 type Config struct {
-	Stack Stack
+	Stack transport.Stack
 	// CommandTimeout bounds one attempt at one command.
 	CommandTimeout time.Duration
 	// Retry is the in-process retry of transient failures; when it runs
@@ -72,10 +71,10 @@ func New(cfg Config, logger watermill.LoggerAdapter) (*message.Router, error) {
 // queue through sub.
 func Register(r *message.Router, cfg Config, d messages.Domain, sub message.Subscriber, pub message.Publisher, h Handler) error {
 	// The handler name is an identifier: it is recorded on dead letters.
-	handler := r.AddHandler(string(d)+"-commands", cfg.Stack.CommandQueue(d), sub, ByType, pub, handle(d, h, cfg.CommandTimeout))
+	handler := r.AddHandler(string(d)+"-commands", cfg.Stack.CommandQueue(d), sub, transport.ByType, pub, handle(d, h, cfg.CommandTimeout))
 	// Innermost: a permanent failure goes to the DLQ at once with its
 	// reason and the message is acked, so the queue keeps flowing.
-	poison, err := middleware.PoisonQueueWithFilter(deadLetters{pub}, cfg.Stack.DeadLetterQueue(d), Permanent)
+	poison, err := middleware.PoisonQueueWithFilter(transport.DeadLetters(pub), cfg.Stack.DeadLetterQueue(d), Permanent)
 	if err != nil {
 		return fmt.Errorf("register %s: %w", d, err)
 	}
@@ -111,51 +110,6 @@ func Shutdown(r *message.Router, drainTimeout time.Duration, drainers ...Drainer
 	wg.Wait()
 	errs[len(drainers)] = r.Close()
 	return errors.Join(errs...)
-}
-
-// maxAttributes is how many message attributes SQS takes on one message.
-const maxAttributes = 10
-
-// deadLetters publishes to a DLQ within SQS's attribute limit. A message
-// carries its producer's attributes as metadata; the DLQ path adds its
-// four (the poison keys) and the SQS publisher the Watermill UUID, so a
-// message with more than five of its own would be refused by SQS and
-// never reach the DLQ. The poison keys are kept, then type, id and
-// correlation_id, then the others by name, as many as fit; the reason
-// names those left out.
-type deadLetters struct{ message.Publisher }
-
-func (p deadLetters) Publish(topic string, msgs ...*message.Message) error {
-	for _, msg := range msgs {
-		fitAttributes(msg)
-	}
-	return p.Publisher.Publish(topic, msgs...)
-}
-
-func fitAttributes(msg *message.Message) {
-	room := maxAttributes - 1 // the UUID attribute
-	if len(msg.Metadata) <= room {
-		return
-	}
-	first := append(append([]string{}, poisonKeys...), messages.TypeAttribute, messages.IDAttribute, messages.CorrelationAttribute)
-	keys := slices.Sorted(maps.Keys(msg.Metadata))
-	slices.SortStableFunc(keys, func(a, b string) int {
-		ia, ib := slices.Index(first, a), slices.Index(first, b)
-		if ia < 0 {
-			ia = len(first)
-		}
-		if ib < 0 {
-			ib = len(first)
-		}
-		return ia - ib
-	})
-	dropped := keys[room:]
-	for _, k := range dropped {
-		delete(msg.Metadata, k)
-	}
-	if reason, ok := msg.Metadata[middleware.ReasonForPoisonedKey]; ok {
-		msg.Metadata.Set(middleware.ReasonForPoisonedKey, fmt.Sprintf("%s (attributes not kept, SQS takes %d: %s)", reason, maxAttributes, strings.Join(dropped, ", ")))
-	}
 }
 
 // warnPoison logs, at WARN, why a message is about to be dead-lettered.
@@ -201,9 +155,7 @@ func handle(d messages.Domain, h Handler, timeout time.Duration) message.Handler
 			if err != nil {
 				return nil, err
 			}
-			m := message.NewMessage(id, body)
-			m.Metadata.Set(messages.TypeAttribute, string(out.Type))
-			m.Metadata.Set(messages.CorrelationAttribute, cmd.CorrelationID)
+			m := transport.NewMessage(id, body, out.Type, cmd.CorrelationID, out.Command)
 			if r, ok := out.Payload.(messages.Routed); ok {
 				for k, v := range r.RoutingAttributes() {
 					// SQS and SNS refuse an empty attribute value.
@@ -211,9 +163,6 @@ func handle(d messages.Domain, h Handler, timeout time.Duration) message.Handler
 						m.Metadata.Set(k, v)
 					}
 				}
-			}
-			if out.Command {
-				AsCommand(m)
 			}
 			produced = append(produced, m)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"transit/messages"
 	"transit/router"
+	"transit/transport"
 )
 
 // scriptedHandler fails as told, then emits one allocation event.
@@ -52,12 +53,12 @@ func newHarness(t *testing.T, h *scriptedHandler) *harness {
 	logger := watermill.NopLogger{}
 	ps := gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 16}, logger)
 	cfg := router.Config{
-		Stack:          router.Stack{Prefix: "test"},
+		Stack:          transport.Stack{Prefix: "test"},
 		CommandTimeout: time.Second,
 		CloseTimeout:   time.Second,
 		Retry:          middleware.Retry{MaxRetries: 3, InitialInterval: time.Millisecond, Multiplier: 2},
 	}
-	out, err := ps.Subscribe(ctx, router.ByType)
+	out, err := ps.Subscribe(ctx, transport.ByType)
 	require.NoError(t, err)
 	dlq, err := ps.Subscribe(ctx, cfg.Stack.DeadLetterQueue(messages.Sandbox))
 	require.NoError(t, err)

@@ -20,9 +20,9 @@ import (
 
 	"transit/config"
 	"transit/messages"
-	"transit/router"
 	"transit/service"
 	"transit/store"
+	"transit/transport"
 )
 
 // TestSandbox_same_command_three_times: one transition, three identical events.
@@ -314,7 +314,7 @@ func TestDLQ_redrive(t *testing.T) {
 	letters := s.deadLetters(1)
 	assert.Equal(t, "table missing", letters[0].Reason)
 
-	moved, err := router.Redrive(context.Background(), s.svc.SQS, s.dlqURL, s.queueURL, 10)
+	moved, err := transport.Redrive(context.Background(), s.svc.SQS, s.dlqURL, s.queueURL, 10)
 	require.NoError(t, err)
 	assert.Equal(t, 1, moved)
 	s.eventFor(cmd, messages.SandboxAllocated)

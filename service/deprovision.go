@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"transit/router"
 	"transit/store"
+	"transit/transport"
 )
 
 // Deprovision deletes every table, queue and topic Provision creates, and
@@ -14,7 +14,7 @@ import (
 // even when one fails. What is already gone is skipped.
 func (s *Service) Deprovision(ctx context.Context) error {
 	return errors.Join(
-		router.Deprovision(ctx, s.SQS, s.SNS, s.Stack),
+		transport.Deprovision(ctx, s.SQS, s.SNS, s.Stack),
 		store.Deprovision(ctx, s.DynamoDB, s.Config.Prefix),
 	)
 }

@@ -168,7 +168,7 @@ func TestFault_sigterm_under_load(t *testing.T) {
 		// What is left in flight was handed to the process by a receive
 		// that shutdown cut short: neither handled nor given back, it waits
 		// out the visibility timeout (60 s by default) before another
-		// process may take it. See router/subscriber.go, receive.
+		// process may take it. See transport/subscriber.go, receive.
 		assert.Zero(t, left, "messages received before SIGTERM were neither acked nor given back to the queue")
 		require.NoError(t, n.removeToxic("latency"))
 		second = s.startTransit(t, env)

@@ -31,9 +31,9 @@ import (
 	"transit/internal/emulator"
 	"transit/messages"
 	"transit/provider"
-	"transit/router"
 	"transit/service"
 	"transit/store"
+	"transit/transport"
 )
 
 // TestMain runs every test of this package against emulators it starts
@@ -488,11 +488,11 @@ func (s *stack) auditCount() int {
 }
 
 // deadLetters waits until the DLQ holds n messages and returns them.
-func (s *stack) deadLetters(n int) []router.DeadLetter {
+func (s *stack) deadLetters(n int) []transport.DeadLetter {
 	s.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		letters, err := router.ListDeadLetters(context.Background(), s.svc.SQS, s.dlqURL, 100)
+		letters, err := transport.ListDeadLetters(context.Background(), s.svc.SQS, s.dlqURL, 100)
 		require.NoError(s.t, err)
 		if len(letters) >= n || time.Now().After(deadline) {
 			require.Len(s.t, letters, n)

@@ -39,6 +39,7 @@ import (
 	"transit/store"
 	"transit/streams"
 	"transit/timers"
+	"transit/transport"
 )
 
 // Service holds one stack's clients and settings.
@@ -48,7 +49,7 @@ type Service struct {
 	DynamoDB *dynamodb.Client
 	SQS      *sqs.Client
 	SNS      *sns.Client
-	Stack    router.Stack
+	Stack    transport.Stack
 	Store    *store.Store
 	Logger   *slog.Logger
 
@@ -93,7 +94,7 @@ func New(ctx context.Context, cfg config.Config, configure ...func(*aws.Config))
 		DynamoDB: ddb,
 		SQS:      sqs.NewFromConfig(awsCfg),
 		SNS:      sns.NewFromConfig(awsCfg),
-		Stack:    router.Stack{Prefix: cfg.Prefix},
+		Stack:    transport.Stack{Prefix: cfg.Prefix},
 		Store:    store.New(ddb, cfg.Prefix, store.Retention{Audit: cfg.AuditRetention, DeprecatedLayers: cfg.LayerRetention}),
 		Logger:   logger,
 	}, nil
@@ -105,7 +106,7 @@ func (s *Service) Provision(ctx context.Context) error {
 	if err := store.Provision(ctx, s.DynamoDB, s.Config.Prefix); err != nil {
 		return err
 	}
-	return router.Provision(ctx, s.SQS, s.SNS, s.Stack, router.QueueSettings{
+	return transport.Provision(ctx, s.SQS, s.SNS, s.Stack, transport.QueueSettings{
 		VisibilityTimeoutSeconds: int(s.Config.VisibilityTimeout / time.Second),
 		MaxReceiveCount:          s.Config.MaxReceiveCount,
 	})
@@ -132,16 +133,13 @@ type ServeOptions struct {
 
 // Serve consumes every domain's commands, and the streams of the tables
 // the fan-in rules read, until ctx is cancelled, then drains: it stops
-// receiving, lets in-flight commands finish and acks them.
+// receiving, lets in-flight commands and stream records finish and acks
+// them.
 func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
-	if opts.Provider == nil && s.Config.ProviderURL != "" {
-		opts.Provider = provider.New(s.Config.ProviderURL, s.Config.ProviderTimeout)
-	}
-	if opts.Provider == nil {
-		s.Logger.Warn("no sandbox provider configured (TRANSIT_PROVIDER_URL): sandbox.cleanup is answered sandbox.deletion-failed (provider_not_configured) and the cleanup sweep is off")
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	opts = s.serveDefaults(opts)
+	served, err := servedDomains(s.Config.Domains)
+	if err != nil {
+		return err
 	}
 	logger := watermill.NewSlogLogger(s.Logger)
 	pub, err := s.publisher(ctx, logger)
@@ -152,7 +150,61 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 	if opts.WrapPublisher != nil {
 		out = opts.WrapPublisher(pub)
 	}
-	rcfg := router.Config{
+	domains, scheduler, err := s.domainHandlers(ctx, opts, served)
+	if err != nil {
+		return err
+	}
+	r, rcfg, err := s.newRouter(logger)
+	if err != nil {
+		return err
+	}
+	sub := transport.NewSubscriber(s.SQS, transport.SubscriberConfig{Concurrency: s.Config.Concurrency}, logger)
+	for d, h := range domains {
+		if err := router.Register(r, rcfg, d, sub, out, h); err != nil {
+			return err
+		}
+	}
+	fanin, err := s.registerFanIn(r, out, served, logger)
+	if err != nil {
+		return err
+	}
+	// Background work stops with Serve, even when Serve fails before ctx
+	// ends.
+	bgCtx, stopBackground := context.WithCancel(ctx)
+	var background sync.WaitGroup
+	defer func() {
+		stopBackground()
+		background.Wait()
+	}()
+	if scheduler != nil {
+		background.Go(func() { scheduler.Run(bgCtx) })
+	}
+	if sweeps := s.sweeps(opts); len(sweeps) > 0 {
+		background.Go(func() { s.sweep(bgCtx, pub, opts.Now, sweeps) })
+	}
+	return s.runRouter(ctx, r, sub, fanin)
+}
+
+// serveDefaults fills in the production wiring opts leaves out.
+func (s *Service) serveDefaults(opts ServeOptions) ServeOptions {
+	if opts.Provider == nil && s.Config.ProviderURL != "" {
+		opts.Provider = provider.New(s.Config.ProviderURL, s.Config.ProviderTimeout)
+	}
+	if opts.Provider == nil {
+		s.Logger.Warn("no sandbox provider configured (TRANSIT_PROVIDER_URL): sandbox.cleanup is answered sandbox.deletion-failed (provider_not_configured) and the cleanup sweep is off")
+	}
+	if opts.Cloud == nil {
+		opts.Cloud = provider.NewCloud(s.AWS)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return opts
+}
+
+// newRouter is the router with the configured retry, timeouts and log.
+func (s *Service) newRouter(logger watermill.LoggerAdapter) (*message.Router, router.Config, error) {
+	cfg := router.Config{
 		Stack:          s.Stack,
 		CommandTimeout: s.Config.CommandTimeout,
 		CloseTimeout:   s.Config.DrainTimeout,
@@ -164,69 +216,61 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 			Multiplier:      2,
 		},
 	}
-	r, err := router.New(rcfg, logger)
-	if err != nil {
-		return err
+	r, err := router.New(cfg, logger)
+	return r, cfg, err
+}
+
+// domainHandlers builds the handler of every served domain, and the timer
+// scheduler when timers are served (nil otherwise).
+func (s *Service) domainHandlers(ctx context.Context, opts ServeOptions, served map[messages.Domain]bool) (map[messages.Domain]router.Handler, *timers.Scheduler, error) {
+	domains := map[messages.Domain]router.Handler{}
+	if served[messages.Sandbox] {
+		sandbox := handlers.NewSandbox(s.Store, opts.Provider, opts.Now).WithCleanupPolicy(machine.CleanupPolicy{
+			MaxAttempts: s.Config.CleanupMaxAttempts, Backoff: s.Config.CleanupBackoff, BackoffMax: s.Config.CleanupBackoffMax,
+		})
+		if s.Config.SandboxExpiry == config.ExpiryTimer {
+			sandbox.WithExpiryTimers(s.Stack.CommandQueue(messages.Sandbox))
+		}
+		domains[messages.Sandbox] = sandbox
 	}
-	sub := router.NewSubscriber(s.SQS, router.SubscriberConfig{Concurrency: s.Config.Concurrency}, logger)
-	served, err := servedDomains(s.Config.Domains)
-	if err != nil {
-		return err
+	if served[messages.Layer] {
+		domains[messages.Layer] = handlers.NewLayer(s.Store, provider.NewLambda(s.AWS), opts.Now)
 	}
-	sandbox := handlers.NewSandbox(s.Store, opts.Provider, opts.Now).WithCleanupPolicy(machine.CleanupPolicy{
-		MaxAttempts: s.Config.CleanupMaxAttempts, Backoff: s.Config.CleanupBackoff, BackoffMax: s.Config.CleanupBackoffMax,
-	})
-	if s.Config.SandboxExpiry == config.ExpiryTimer {
-		sandbox.WithExpiryTimers(s.Stack.CommandQueue(messages.Sandbox))
-	}
-	var sealer handlers.Sealer
 	if served[messages.Org] {
-		if sealer, err = s.sealer(ctx); err != nil {
-			return err
-		}
-	}
-	cloud := opts.Cloud
-	if cloud == nil {
-		cloud = provider.NewCloud(s.AWS)
-	}
-	domains := map[messages.Domain]router.Handler{
-		messages.Sandbox: sandbox,
-		messages.Layer:   handlers.NewLayer(s.Store, provider.NewLambda(s.AWS), opts.Now),
-		messages.Org:     handlers.NewOrg(s.Store, sealer, s.Config.Env == config.EnvDevelopment, opts.Now),
-		messages.Task:    handlers.NewTaskFor(s.Store, s.Config, s.Stack.CommandQueue(messages.Task), opts.Now),
-		messages.Nucleus: handlers.NewNucleus(s.Store, cloud, s.Stack.CommandQueue(messages.Nucleus), opts.Now),
-	}
-	// Background work (the timer scheduler) stops with Serve, even when
-	// Serve fails before ctx ends.
-	bgCtx, stopBackground := context.WithCancel(ctx)
-	var background sync.WaitGroup
-	defer func() {
-		stopBackground()
-		background.Wait()
-	}()
-	if served[messages.Timer] {
-		scheduler, err := s.scheduler(ctx)
+		sealer, err := s.sealer(ctx)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		caller, err := s.TimerCaller(ctx)
-		if err != nil {
-			return err
-		}
-		domains[messages.Timer] = handlers.NewTimer(s.Store, scheduler, caller, opts.Now)
-		background.Go(func() { scheduler.Run(bgCtx) })
+		domains[messages.Org] = handlers.NewOrg(s.Store, sealer, s.Config.Env == config.EnvDevelopment, opts.Now)
 	}
-	for d, h := range domains {
-		if !served[d] {
-			continue
-		}
-		if err := router.Register(r, rcfg, d, sub, out, h); err != nil {
-			return err
-		}
+	if served[messages.Task] {
+		domains[messages.Task] = handlers.NewTaskFor(s.Store, s.Config, s.Stack.CommandQueue(messages.Task), opts.Now)
 	}
+	if served[messages.Nucleus] {
+		domains[messages.Nucleus] = handlers.NewNucleus(s.Store, opts.Cloud, s.Stack.CommandQueue(messages.Nucleus), opts.Now)
+	}
+	if !served[messages.Timer] {
+		return domains, nil, nil
+	}
+	scheduler, err := s.scheduler(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	caller, err := s.TimerCaller(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	domains[messages.Timer] = handlers.NewTimer(s.Store, scheduler, caller, opts.Now)
+	return domains, scheduler, nil
+}
+
+// registerFanIn adds a handler per streamed table for the built-in layer
+// rule and TRANSIT_STREAM_RULES, those whose commands go to a served
+// domain, and returns the streams subscriber they read through.
+func (s *Service) registerFanIn(r *message.Router, out message.Publisher, served map[messages.Domain]bool, logger watermill.LoggerAdapter) (*streams.Subscriber, error) {
 	rules, err := router.ParseStreamRules(s.Config.StreamRules)
 	if err != nil {
-		return fmt.Errorf("TRANSIT_STREAM_RULES (--stream-rules): %w", err)
+		return nil, fmt.Errorf("TRANSIT_STREAM_RULES (--stream-rules): %w", err)
 	}
 	layerRule := router.LayerRemovedRule
 	if s.Config.LayerDeleteOnAnyRemove {
@@ -246,21 +290,31 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 		CloseTimeout:  s.Config.DrainTimeout,
 	}, logger)
 	if err != nil {
-		return fmt.Errorf("stream fan-in: %w", err)
+		return nil, fmt.Errorf("stream fan-in: %w", err)
 	}
 	for _, t := range router.StreamedTables(rules) {
 		router.RegisterFanIn(r, store.TableName(s.Config.Prefix, t), t.Name, fanin, out, rules, logger)
 	}
-	if s.Config.SweepInterval > 0 {
-		sweeps := []messages.Type{messages.SandboxExpire}
-		if opts.Provider != nil {
-			sweeps = append(sweeps, messages.SandboxCleanup)
-		}
-		go s.sweep(ctx, pub, opts.Now, sweeps)
+	return fanin, nil
+}
+
+// sweeps are the periodic sweeps to send: expiry, and cleanup when a
+// provider can delete; none when TRANSIT_SWEEP_INTERVAL is 0.
+func (s *Service) sweeps(opts ServeOptions) []messages.Type {
+	if s.Config.SweepInterval <= 0 {
+		return nil
 	}
-	// The router runs on its own context, ended by Close: a stop that
-	// comes while it is still subscribing waits for the start to finish,
-	// so no handler already started is left running after Serve returns.
+	if opts.Provider == nil {
+		return []messages.Type{messages.SandboxExpire}
+	}
+	return []messages.Type{messages.SandboxExpire, messages.SandboxCleanup}
+}
+
+// runRouter runs r until ctx ends, then drains both subscribers and
+// closes it. The router runs on its own context, ended by Close: a stop
+// that comes while it is still subscribing waits for the start to finish,
+// so no handler already started is left running after Serve returns.
+func (s *Service) runRouter(ctx context.Context, r *message.Router, drainers ...router.Drainer) error {
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRun()
 	ran := make(chan error, 1)
@@ -279,11 +333,11 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 		}
 	}
 	<-ctx.Done()
-	// The drain: the subscriber stops receiving and the commands in flight
-	// finish and are acked, then the router closes. Only a running router
+	// The drain: the subscribers stop receiving and what is in flight
+	// finishes and is acked, then the router closes. Only a running router
 	// may be closed: Close during RunHandlers waits on the router's own
 	// lock until its timeout.
-	if err := router.Shutdown(r, s.Config.DrainTimeout, sub); err != nil {
+	if err := router.Shutdown(r, s.Config.DrainTimeout, drainers...); err != nil {
 		return err
 	}
 	return <-ran
@@ -310,12 +364,12 @@ func servedDomains(list string) (map[messages.Domain]bool, error) {
 }
 
 // publisher sends events to SNS and commands to SQS.
-func (s *Service) publisher(ctx context.Context, logger watermill.LoggerAdapter) (*router.Publisher, error) {
+func (s *Service) publisher(ctx context.Context, logger watermill.LoggerAdapter) (*transport.Publisher, error) {
 	topics, queues, err := s.transports(ctx, logger)
 	if err != nil {
 		return nil, err
 	}
-	return router.NewPublisher(s.Stack, topics, queues), nil
+	return transport.NewPublisher(s.Stack, topics, queues), nil
 }
 
 // transports are the SNS and SQS publishers, which take a topic or queue
@@ -378,9 +432,9 @@ func (s *Service) sweep(ctx context.Context, pub message.Publisher, now func() t
 		slot := now().Truncate(s.Config.SweepInterval).UTC().Format(time.RFC3339)
 		for _, t := range sweeps {
 			payload, _ := messages.NewCommandPayload(t)
-			msg, err := NewCommandMessage("sweep/"+string(t)+"/"+slot, t, payload, now())
+			msg, err := transport.NewCommand("sweep/"+string(t)+"/"+slot, t, payload, now())
 			if err == nil {
-				err = pub.Publish(router.ByType, msg)
+				err = pub.Publish(transport.ByType, msg)
 			}
 			if err != nil {
 				s.Logger.Error("sweep not sent", "type", t, "error", err)
@@ -448,27 +502,14 @@ func (s *Service) scheduler(ctx context.Context) (*timers.Scheduler, error) {
 		msgs := make([]*message.Message, len(dues))
 		for i, due := range dues {
 			id := messages.DerivedID(due.TimerUUID, messages.TimerDue, store.At(due.ExecuteAt).String())
-			msg, err := NewCommandMessage(id, messages.TimerDue, due, time.Now())
+			msg, err := transport.NewCommand(id, messages.TimerDue, due, time.Now())
 			if err != nil {
 				return err
 			}
 			msgs[i] = msg
 		}
-		return router.SendBatch(ctx, s.SQS, queueURL, msgs)
+		return transport.SendBatch(ctx, s.SQS, queueURL, msgs)
 	}, s.Logger), nil
-}
-
-// NewCommandMessage builds the Watermill message of a command, as a
-// producer would send it.
-func NewCommandMessage(id string, t messages.Type, payload any, now time.Time) (*message.Message, error) {
-	body, err := messages.NewCommand(id, t, payload, now)
-	if err != nil {
-		return nil, err
-	}
-	msg := message.NewMessage(id, body)
-	msg.Metadata.Set(messages.TypeAttribute, string(t))
-	msg.Metadata.Set(messages.CorrelationAttribute, id)
-	return router.AsCommand(msg), nil
 }
 
 // Send sends a command to its domain's queue, as a producer would.
@@ -477,9 +518,9 @@ func (s *Service) Send(ctx context.Context, id string, t messages.Type, payload 
 	if err != nil {
 		return err
 	}
-	msg, err := NewCommandMessage(id, t, payload, time.Now())
+	msg, err := transport.NewCommand(id, t, payload, time.Now())
 	if err != nil {
 		return err
 	}
-	return pub.Publish(router.ByType, msg)
+	return pub.Publish(transport.ByType, msg)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"transit/messages"
-	"transit/router"
+	"transit/transport"
 )
 
 // Tap is a temporary queue subscribed to event topics, for
@@ -43,7 +43,7 @@ func (s *Service) NewTap(ctx context.Context, correlationID string, domains ...m
 		return nil, fmt.Errorf("create tap queue: %w", err)
 	}
 	t := &Tap{svc: s, queueURL: aws.ToString(created.QueueUrl)}
-	queueARN, err := router.QueueARN(ctx, s.SQS, t.queueURL)
+	queueARN, err := transport.QueueARN(ctx, s.SQS, t.queueURL)
 	if err != nil {
 		t.Close(ctx)
 		return nil, err
@@ -62,7 +62,7 @@ func (s *Service) NewTap(ctx context.Context, correlationID string, domains ...m
 		}
 		topics = append(topics, topicARN)
 	}
-	if t.subARNs, err = router.SubscribeQueue(ctx, s.SQS, s.SNS, topics, t.queueURL, queueARN, filter); err != nil {
+	if t.subARNs, err = transport.SubscribeQueue(ctx, s.SQS, s.SNS, topics, t.queueURL, queueARN, filter); err != nil {
 		t.Close(ctx)
 		return nil, err
 	}

@@ -25,10 +25,10 @@ import (
 	"transit/config"
 	"transit/handlers"
 	"transit/messages"
-	"transit/router"
 	"transit/service"
 	"transit/store"
 	"transit/timers"
+	"transit/transport"
 )
 
 // callbacks is a real HTTP server playing the timers' callback receiver.
@@ -105,18 +105,18 @@ func (c *callbacks) waitCalled(t *testing.T, ids []string, timeout time.Duration
 
 // createTimers sends one timer.create per entry of due (timer ID → execute
 // time), each with payload {"timer": ID}, ten to a batch as the scheduler
-// sends (router.SendBatch).
+// sends (transport.SendBatch).
 func (s *stack) createTimers(callbackURL string, due map[string]time.Time, policy *messages.RetryPolicy) {
 	var msgs []*message.Message
 	for id, at := range due {
-		msg, err := service.NewCommandMessage(uuid.NewString(), messages.TimerCreate, messages.TimerCreatePayload{
+		msg, err := transport.NewCommand(uuid.NewString(), messages.TimerCreate, messages.TimerCreatePayload{
 			TimerID: id, ExecuteAt: at, Callback: callbackURL,
 			Payload: json.RawMessage(fmt.Sprintf(`{"timer":%q}`, id)), RetryPolicy: policy,
 		}, time.Now())
 		require.NoError(s.t, err)
 		msgs = append(msgs, msg)
 	}
-	require.NoError(s.t, router.SendBatch(context.Background(), s.svc.SQS, s.url(s.svc.Stack.CommandQueue(messages.Timer)), msgs))
+	require.NoError(s.t, transport.SendBatch(context.Background(), s.svc.SQS, s.url(s.svc.Stack.CommandQueue(messages.Timer)), msgs))
 }
 
 // dueEvery names n timers prefix-000… and makes them due step apart from
@@ -262,7 +262,7 @@ func TestTimers_500_due_within_seconds_fire_exactly_once(t *testing.T) {
 			for _, tm := range s.storedTimers() {
 				t.Logf("left: %+v", tm)
 			}
-			letters, err := router.ListDeadLetters(context.Background(), s.svc.SQS, s.url(s.svc.Stack.DeadLetterQueue(messages.Timer)), 10)
+			letters, err := transport.ListDeadLetters(context.Background(), s.svc.SQS, s.url(s.svc.Stack.DeadLetterQueue(messages.Timer)), 10)
 			require.NoError(t, err)
 			for _, l := range letters {
 				t.Logf("dead letter: %+v", l)

@@ -24,9 +24,9 @@ import (
 
 	"transit/config"
 	"transit/messages"
-	"transit/router"
 	"transit/service"
 	"transit/store"
+	"transit/transport"
 )
 
 // producer sends one command the way some outside program would, with
@@ -103,7 +103,7 @@ func (s *stack) wrappingTopic() string {
 	require.NoError(s.t, err)
 	topic := aws.ToString(created.TopicArn)
 	s.t.Cleanup(func() { _, _ = s.svc.SNS.DeleteTopic(ctx, &sns.DeleteTopicInput{TopicArn: aws.String(topic)}) })
-	queueARN, err := router.QueueARN(ctx, s.svc.SQS, s.queueURL)
+	queueARN, err := transport.QueueARN(ctx, s.svc.SQS, s.queueURL)
 	require.NoError(s.t, err)
 	_, err = s.svc.SNS.Subscribe(ctx, &sns.SubscribeInput{
 		TopicArn: aws.String(topic), Protocol: aws.String("sqs"), Endpoint: aws.String(queueARN),

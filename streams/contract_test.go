@@ -124,6 +124,55 @@ func TestSubscriber_close_with_an_unacked_message(t *testing.T) {
 	assert.Empty(t, l.Owner, "the lease is released")
 }
 
+// Drain is the router's shutdown: it waits for the delivered record's
+// verdict with the record's context live, checkpoints it and hands the
+// shard back, hands out nothing meanwhile, and leaves the channel open
+// until Close.
+func TestSubscriber_drain_waits_for_the_delivered_record(t *testing.T) {
+	f := newFakeStream("items")
+	f.addShard("shard-0", "")
+	f.put("shard-0", 5)
+	leases := newMemLeases()
+	cfg := fastConfig(f.client("a"), leases, "a")
+	cfg.CloseTimeout = 5 * time.Second
+	sub, err := streams.NewSubscriber(cfg, nil)
+	require.NoError(t, err)
+	msgs := subscribe(t, sub, "items")
+	outstanding := receive(t, msgs)
+	after := collect(msgs)
+
+	drained := make(chan error, 1)
+	go func() { drained <- sub.Drain(context.Background()) }()
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case err := <-drained:
+		t.Fatalf("Drain returned with a record outstanding: %v", err)
+	default:
+	}
+	assert.NoError(t, outstanding.Context().Err(), "live while the drain waits for its verdict")
+	outstanding.Ack()
+	select {
+	case err := <-drained:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Drain did not return once the record was acked")
+	}
+	l := leases.get("test", f.arn, "shard-0")
+	assert.Equal(t, seqOf(1), l.Checkpoint, "the record acked during the drain is checkpointed")
+	assert.Empty(t, l.Owner, "the shard is handed back")
+	select {
+	case <-after.done:
+		t.Fatal("the channel closed before Close")
+	default:
+	}
+	_, err = sub.Subscribe(context.Background(), "other")
+	assert.ErrorContains(t, err, "draining")
+
+	require.NoError(t, sub.Close())
+	waitClosed(t, after.done)
+	assert.Empty(t, after.uuids(), "handed out after the drain began")
+}
+
 // TestSubscriber_nothing_handed_out_once_the_subscription_ends: the
 // delivered record is acked after Close began (or the Subscribe context
 // was cancelled), with a consumer waiting on the channel; the next

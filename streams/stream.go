@@ -43,6 +43,9 @@ type stream struct {
 	// kick wakes the coordinator when a worker ends, so a finished
 	// parent's children are taken without waiting for the next tick.
 	kick chan struct{}
+	// drained is closed once the shards are handed back (a drain or the
+	// end of the subscription).
+	drained chan struct{}
 }
 
 func newStream(s *Subscriber, table, arn string, subscribeCtx context.Context) *stream {
@@ -59,6 +62,7 @@ func newStream(s *Subscriber, table, arn string, subscribeCtx context.Context) *
 		cancel:  cancel,
 		workers: map[string]*worker{},
 		kick:    make(chan struct{}, 1),
+		drained: make(chan struct{}),
 	}
 }
 
@@ -75,7 +79,8 @@ func (st *stream) start(ctx context.Context) error {
 }
 
 // run coordinates until the subscription ends (its context is cancelled
-// or the subscriber closed), then shuts down.
+// or the subscriber closed) or the subscriber drains, then shuts down; a
+// drained stream returns, closing its channel, when the subscription ends.
 func (st *stream) run() {
 	defer st.cancel()
 	ticker := time.NewTicker(st.cfg.RenewInterval)
@@ -87,6 +92,10 @@ func (st *stream) run() {
 		case <-st.kick:
 			// A shard ended: its children may be new to us.
 			st.lastDescribe = time.Time{}
+		case <-st.sub.draining:
+			st.shutdown()
+			<-st.ctx.Done()
+			return
 		case <-st.ctx.Done():
 			st.shutdown()
 			return
@@ -109,6 +118,7 @@ func (st *stream) shutdown() {
 	if err := st.cfg.Leases.Heartbeat(ctx, st.cfg.ConsumerGroup, st.arn, st.cfg.OwnerID, time.Now()); err != nil {
 		st.logger.Info("Cannot withdraw heartbeat; the others re-balance once it lapses", watermill.LogFields{"err": err.Error()})
 	}
+	close(st.drained)
 }
 
 // writeTimeout bounds one lease store call: well within a lease.

@@ -38,6 +38,10 @@ type Subscriber struct {
 	closing chan struct{}
 	once    sync.Once
 	wg      sync.WaitGroup
+	// draining is closed by Drain: every stream hands its shards back
+	// and reads no more, its channel open until Close.
+	draining  chan struct{}
+	drainOnce sync.Once
 
 	trimmed atomic.Int64
 }
@@ -55,8 +59,9 @@ func NewSubscriber(config SubscriberConfig, logger watermill.LoggerAdapter) (*Su
 	return &Subscriber{
 		config:  config,
 		logger:  logger.With(watermill.LogFields{"consumer_group": config.ConsumerGroup, "owner": config.OwnerID}),
-		streams: map[string]*stream{},
-		closing: make(chan struct{}),
+		streams:  map[string]*stream{},
+		closing:  make(chan struct{}),
+		draining: make(chan struct{}),
 	}, nil
 }
 
@@ -79,6 +84,8 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	select {
 	case <-s.closing:
 		return nil, errors.New("streams subscriber closed")
+	case <-s.draining:
+		return nil, errors.New("streams subscriber draining")
 	default:
 	}
 	if _, ok := s.streams[topic]; ok {
@@ -119,6 +126,30 @@ func (s *Subscriber) streamARN(ctx context.Context, table string) (string, error
 		return "", fmt.Errorf("table %s: %w (enable one with a NEW_AND_OLD_IMAGES view)", table, ErrNoStream)
 	}
 	return aws.ToString(t.LatestStreamArn), nil
+}
+
+// Drain stops reading every stream and returns once each shard's
+// delivered record has its verdict and checkpoint (waiting up to
+// CloseTimeout for it, as Close does) and the shards are handed back, or
+// when ctx ends. The channels stay open until Close. The router's
+// shutdown drains it beside the SQS subscriber, so a fan-in handler in
+// flight finishes with its publisher and context intact.
+func (s *Subscriber) Drain(ctx context.Context) error {
+	s.drainOnce.Do(func() { close(s.draining) })
+	s.mu.Lock()
+	streams := make([]*stream, 0, len(s.streams))
+	for _, st := range s.streams {
+		streams = append(streams, st)
+	}
+	s.mu.Unlock()
+	for _, st := range streams {
+		select {
+		case <-st.drained:
+		case <-ctx.Done():
+			return fmt.Errorf("drain streams: %w", ctx.Err())
+		}
+	}
+	return nil
 }
 
 // Close stops reading every stream: from its start no record is handed

@@ -21,9 +21,9 @@ import (
 	"transit/config"
 	"transit/messages"
 	"transit/provider"
-	"transit/router"
 	"transit/service"
 	"transit/store"
+	"transit/transport"
 )
 
 // setup parses the settings common to every subcommand plus the
@@ -260,11 +260,11 @@ func runDLQ(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		n, err := router.Redrive(ctx, svc.SQS, dlqURL, target, maxMessages)
+		n, err := transport.Redrive(ctx, svc.SQS, dlqURL, target, maxMessages)
 		fmt.Printf("redrove %d message(s) to %s\n", n, svc.Stack.CommandQueue(d))
 		return err
 	}
-	letters, err := router.ListDeadLetters(ctx, svc.SQS, dlqURL, maxMessages)
+	letters, err := transport.ListDeadLetters(ctx, svc.SQS, dlqURL, maxMessages)
 	if err != nil {
 		return err
 	}

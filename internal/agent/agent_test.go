@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"transit/messages"
-	"transit/router"
+	"transit/transport"
 )
 
 // TestRun_asks_gets_the_answer_and_completes: the command's lines are
@@ -348,7 +348,7 @@ func TestOutput_lines_are_acceptable(t *testing.T) {
 }
 
 func TestQueueName(t *testing.T) {
-	stack := router.Stack{Prefix: "transit"}
+	stack := transport.Stack{Prefix: "transit"}
 	assert.Equal(t, "transit-agent-acme-agent-1", QueueName(stack, "acme", "agent-1"))
 	dotted := QueueName(stack, "acme.io", "laptop:7")
 	assert.Regexp(t, `^transit-agent-acme_io-laptop_7-[0-9a-f]{12}$`, dotted)

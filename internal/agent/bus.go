@@ -19,7 +19,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"transit/messages"
-	"transit/router"
+	"transit/transport"
 )
 
 // Bus carries an agent's commands to transit and the events published
@@ -37,7 +37,7 @@ type Bus interface {
 type SQSConfig struct {
 	SQS   *sqs.Client
 	SNS   *sns.Client
-	Stack router.Stack
+	Stack transport.Stack
 	// TopicARN is the ARN of the stack's task event topic.
 	TopicARN       string
 	OrgID, AgentID string
@@ -53,7 +53,7 @@ type SQSBus struct {
 	queueName       string
 	queueURL        string
 	subscriptionARN string
-	sub             *router.Subscriber
+	sub             *transport.Subscriber
 	stop            context.CancelFunc
 	events          chan messages.Envelope
 	pumped          chan struct{}
@@ -95,7 +95,7 @@ func OpenSQS(ctx context.Context, cfg SQSConfig) (*SQSBus, error) {
 }
 
 func (b *SQSBus) subscribe(ctx context.Context) error {
-	queueARN, err := router.QueueARN(ctx, b.cfg.SQS, b.queueURL)
+	queueARN, err := transport.QueueARN(ctx, b.cfg.SQS, b.queueURL)
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func (b *SQSBus) subscribe(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("filter policy: %w", err)
 	}
-	subs, err := router.SubscribeQueue(ctx, b.cfg.SQS, b.cfg.SNS, []string{b.cfg.TopicARN}, b.queueURL, queueARN, string(filter))
+	subs, err := transport.SubscribeQueue(ctx, b.cfg.SQS, b.cfg.SNS, []string{b.cfg.TopicARN}, b.queueURL, queueARN, string(filter))
 	if len(subs) > 0 {
 		b.subscriptionARN = subs[0]
 	}
@@ -116,7 +116,7 @@ func (b *SQSBus) subscribe(ctx context.Context) error {
 // receive consumes the agent's queue with transit's own SQS subscriber
 // and passes each event on, acked once taken.
 func (b *SQSBus) receive(ctx context.Context) error {
-	b.sub = router.NewSubscriber(b.cfg.SQS, router.SubscriberConfig{Concurrency: 10, CloseTimeout: 5 * time.Second}, watermill.NewSlogLogger(b.cfg.Logger))
+	b.sub = transport.NewSubscriber(b.cfg.SQS, transport.SubscriberConfig{Concurrency: 10, CloseTimeout: 5 * time.Second}, watermill.NewSlogLogger(b.cfg.Logger))
 	// Receiving ends with Close, not with the context that opened the bus.
 	recvCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	msgs, err := b.sub.Subscribe(recvCtx, b.queueName)
@@ -210,7 +210,7 @@ var notQueueName = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 // 80 letters, digits, hyphens and underscores; a name that does not fit
 // has the others replaced and is cut short, and then ends in a hash of
 // the whole, so two agents never share a queue.
-func QueueName(stack router.Stack, orgID, agentID string) string {
+func QueueName(stack transport.Stack, orgID, agentID string) string {
 	name := stack.Prefix + "-agent-" + orgID + "-" + agentID
 	if len(name) <= maxQueueName && !notQueueName.MatchString(name) {
 		return name

@@ -17,10 +17,10 @@ import (
 
 	"transit/handlers"
 	"transit/messages"
-	"transit/router"
 	"transit/service"
 	"transit/store"
 	"transit/timers"
+	"transit/transport"
 )
 
 // timerShards and timerPoll are the timer case's settings for transit.
@@ -282,7 +282,7 @@ func timerCeiling(ctx context.Context, n, concurrency int) (float64, error) {
 			return 0, err
 		}
 		d := messages.TimerDuePayload{Shard: t.ShardID, TimerID: t.ID, TimerUUID: t.UUID, ExecuteAt: t.ExecuteAt.Time}
-		msg, err := service.NewCommandMessage(uuid.NewString(), messages.TimerDue, d, time.Now())
+		msg, err := transport.NewCommand(uuid.NewString(), messages.TimerDue, d, time.Now())
 		if err != nil {
 			return 0, err
 		}
@@ -314,7 +314,7 @@ func timerCeiling(ctx context.Context, n, concurrency int) (float64, error) {
 			continue
 		}
 		next := min(len(msgs), sent+10)
-		if err := router.SendBatch(ctx, svc.SQS, aws.ToString(q.QueueUrl), msgs[sent:next]); err != nil {
+		if err := transport.SendBatch(ctx, svc.SQS, aws.ToString(q.QueueUrl), msgs[sent:next]); err != nil {
 			return 0, err
 		}
 		sent = next

@@ -1,4 +1,4 @@
-package router_test
+package transport_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"transit/internal/emulator"
-	"transit/router"
+	"transit/transport"
 )
 
 // TestPubSub runs Watermill's universal Pub/Sub suite against transit's
@@ -54,7 +54,7 @@ func TestPubSub(t *testing.T) {
 					Marshaler:         wmsqs.DefaultMarshalerUnmarshaler{},
 				}, watermill.NopLogger{})
 				require.NoError(t, err)
-				sub := router.NewSubscriber(client, router.SubscriberConfig{Concurrency: c.concurrency}, watermill.NopLogger{})
+				sub := transport.NewSubscriber(client, transport.SubscriberConfig{Concurrency: c.concurrency}, watermill.NopLogger{})
 				return pub, provisioned{Subscriber: sub, client: client}
 			}
 			tests.TestPubSub(t, tests.Features{
@@ -76,7 +76,7 @@ func TestPubSub(t *testing.T) {
 // transit is provisioning's: the subscriber itself only reads queues that
 // exist. The queue is created as the publisher creates it.
 type provisioned struct {
-	*router.Subscriber
+	*transport.Subscriber
 	client *sqs.Client
 }
 

@@ -1,13 +1,20 @@
-package router
+package transport
 
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"transit/messages"
 )
 
 // DeadLetter is a message in a DLQ.
@@ -24,6 +31,53 @@ type DeadLetter struct {
 var poisonKeys = []string{
 	middleware.ReasonForPoisonedKey, middleware.PoisonedTopicKey,
 	middleware.PoisonedHandlerKey, middleware.PoisonedSubscriberKey,
+}
+
+// maxAttributes is how many message attributes SQS takes on one message.
+const maxAttributes = 10
+
+// DeadLetters publishes to a DLQ within SQS's attribute limit. A message
+// carries its producer's attributes as metadata; the DLQ path adds its
+// four (the poison keys) and the SQS publisher the Watermill UUID, so a
+// message with more than five of its own would be refused by SQS and
+// never reach the DLQ. The poison keys are kept, then type, id and
+// correlation_id, then the others by name, as many as fit; the reason
+// names those left out.
+func DeadLetters(pub message.Publisher) message.Publisher { return deadLetters{pub} }
+
+type deadLetters struct{ message.Publisher }
+
+func (p deadLetters) Publish(topic string, msgs ...*message.Message) error {
+	for _, msg := range msgs {
+		fitAttributes(msg)
+	}
+	return p.Publisher.Publish(topic, msgs...)
+}
+
+func fitAttributes(msg *message.Message) {
+	room := maxAttributes - 1 // the UUID attribute
+	if len(msg.Metadata) <= room {
+		return
+	}
+	first := append(append([]string{}, poisonKeys...), messages.TypeAttribute, messages.IDAttribute, messages.CorrelationAttribute)
+	keys := slices.Sorted(maps.Keys(msg.Metadata))
+	slices.SortStableFunc(keys, func(a, b string) int {
+		ia, ib := slices.Index(first, a), slices.Index(first, b)
+		if ia < 0 {
+			ia = len(first)
+		}
+		if ib < 0 {
+			ib = len(first)
+		}
+		return ia - ib
+	})
+	dropped := keys[room:]
+	for _, k := range dropped {
+		delete(msg.Metadata, k)
+	}
+	if reason, ok := msg.Metadata[middleware.ReasonForPoisonedKey]; ok {
+		msg.Metadata.Set(middleware.ReasonForPoisonedKey, fmt.Sprintf("%s (attributes not kept, SQS takes %d: %s)", reason, maxAttributes, strings.Join(dropped, ", ")))
+	}
 }
 
 // ListDeadLetters reads up to max messages of a DLQ without removing them:

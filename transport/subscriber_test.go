@@ -1,4 +1,4 @@
-package router_test
+package transport_test
 
 import (
 	"context"
@@ -26,6 +26,7 @@ import (
 	"transit/internal/emulator"
 	"transit/messages"
 	"transit/router"
+	"transit/transport"
 )
 
 // heldRequests holds back the SQS requests whose target starts with
@@ -170,7 +171,7 @@ func TestSubscriber_drain_spends_no_receive_count(t *testing.T) {
 	const inFlight, queued = 20, 30
 	sendMessages(t, client, url, "in flight", inFlight)
 	// Two receive loops, one per ten slots.
-	sub := router.NewSubscriber(client, router.SubscriberConfig{Concurrency: inFlight}, watermill.NopLogger{})
+	sub := transport.NewSubscriber(client, transport.SubscriberConfig{Concurrency: inFlight}, watermill.NopLogger{})
 	out, err := sub.Subscribe(context.Background(), name)
 	require.NoError(t, err)
 	held := take(t, out, inFlight)
@@ -238,7 +239,7 @@ func TestSubscriber_close_is_bounded_with_a_message_not_acked(t *testing.T) {
 	const sent = 10
 	sendMessages(t, client, url, "m", sent)
 	const bound = time.Second
-	sub := router.NewSubscriber(client, router.SubscriberConfig{Concurrency: sent, CloseTimeout: bound}, watermill.NopLogger{})
+	sub := transport.NewSubscriber(client, transport.SubscriberConfig{Concurrency: sent, CloseTimeout: bound}, watermill.NopLogger{})
 	out, err := sub.Subscribe(context.Background(), name)
 	require.NoError(t, err)
 	outstanding := take(t, out, 1)[0]
@@ -291,7 +292,7 @@ func TestSubscriber_close_is_bounded_with_a_message_not_acked(t *testing.T) {
 func TestSubscriber_close_with_a_message_not_acked(t *testing.T) {
 	client, name, url := motoQueue(t, awshttp.NewBuildableClient())
 	sendMessages(t, client, url, "m", 3)
-	sub := router.NewSubscriber(client, router.SubscriberConfig{Concurrency: 1, CloseTimeout: 3 * time.Second}, watermill.NopLogger{})
+	sub := transport.NewSubscriber(client, transport.SubscriberConfig{Concurrency: 1, CloseTimeout: 3 * time.Second}, watermill.NopLogger{})
 	out, err := sub.Subscribe(context.Background(), name)
 	require.NoError(t, err)
 	outstanding := take(t, out, 1)[0]
@@ -337,7 +338,7 @@ func TestSubscriber_keeps_attributes_and_context(t *testing.T) {
 	_, err = client.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(wrapped)})
 	require.NoError(t, err)
 
-	sub := router.NewSubscriber(client, router.SubscriberConfig{Concurrency: 2}, watermill.NopLogger{})
+	sub := transport.NewSubscriber(client, transport.SubscriberConfig{Concurrency: 2}, watermill.NopLogger{})
 	defer sub.Close()
 	ctx := context.WithValue(context.Background(), ctxKey{}, "subscribed")
 	out, err := sub.Subscribe(ctx, name)
@@ -377,7 +378,7 @@ func TestSubscriber_keeps_attributes_and_context(t *testing.T) {
 // closed, and the others go on.
 func TestSubscriber_subscribe_context_ends_the_subscription(t *testing.T) {
 	client, name, url := motoQueue(t, awshttp.NewBuildableClient())
-	sub := router.NewSubscriber(client, router.SubscriberConfig{}, watermill.NopLogger{})
+	sub := transport.NewSubscriber(client, transport.SubscriberConfig{}, watermill.NopLogger{})
 	defer sub.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	ended, err := sub.Subscribe(ctx, name)
@@ -399,7 +400,7 @@ func TestSubscriber_subscribe_context_ends_the_subscription(t *testing.T) {
 // rather than after a grace.
 func TestSubscriber_stop_cuts_idle_long_polls(t *testing.T) {
 	client, name, _ := motoQueue(t, awshttp.NewBuildableClient())
-	sub := router.NewSubscriber(client, router.SubscriberConfig{Concurrency: 20}, watermill.NopLogger{})
+	sub := transport.NewSubscriber(client, transport.SubscriberConfig{Concurrency: 20}, watermill.NopLogger{})
 	out, err := sub.Subscribe(context.Background(), name)
 	require.NoError(t, err)
 	// Past the grace a receive gets from being sent.
@@ -418,7 +419,7 @@ func TestShutdown_drains_then_closes(t *testing.T) {
 	client, name, url := motoQueue(t, awshttp.NewBuildableClient())
 	const inFlight, queued = 3, 3
 	sendMessages(t, client, url, "m", inFlight+queued)
-	sub := router.NewSubscriber(client, router.SubscriberConfig{Concurrency: inFlight}, watermill.NopLogger{})
+	sub := transport.NewSubscriber(client, transport.SubscriberConfig{Concurrency: inFlight}, watermill.NopLogger{})
 	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: 5 * time.Second}, watermill.NopLogger{})
 	require.NoError(t, err)
 	started := make(chan struct{}, inFlight+queued)
@@ -476,15 +477,15 @@ func (h neverHandler) Handle(context.Context, messages.Command) ([]messages.Out,
 func TestRegister_dead_letters_fit_the_attribute_limit(t *testing.T) {
 	endpoint := motoEndpoint(t)
 	client := sqsClient(endpoint, nil)
-	cfg := router.Config{Stack: router.Stack{Prefix: emulator.TestPrefix + uuid.NewString()[:8]}, CommandTimeout: 5 * time.Second, CloseTimeout: 5 * time.Second}
+	cfg := router.Config{Stack: transport.Stack{Prefix: emulator.TestPrefix + uuid.NewString()[:8]}, CommandTimeout: 5 * time.Second, CloseTimeout: 5 * time.Second}
 	queueURL := createQueue(t, client, cfg.Stack.CommandQueue(messages.Sandbox))
 	dlqURL := createQueue(t, client, cfg.Stack.DeadLetterQueue(messages.Sandbox))
 	queues, err := wmsqs.NewPublisher(wmsqs.PublisherConfig{AWSConfig: awsConfig(endpoint), DoNotCreateQueueIfNotExists: true}, watermill.NopLogger{})
 	require.NoError(t, err)
 	r, err := router.New(cfg, watermill.NopLogger{})
 	require.NoError(t, err)
-	sub := router.NewSubscriber(client, router.SubscriberConfig{}, watermill.NopLogger{})
-	require.NoError(t, router.Register(r, cfg, messages.Sandbox, sub, router.NewPublisher(cfg.Stack, nil, queues), neverHandler{t}))
+	sub := transport.NewSubscriber(client, transport.SubscriberConfig{}, watermill.NopLogger{})
+	require.NoError(t, router.Register(r, cfg, messages.Sandbox, sub, transport.NewPublisher(cfg.Stack, nil, queues), neverHandler{t}))
 	ran := make(chan error, 1)
 	go func() { ran <- r.Run(context.Background()) }()
 	<-r.Running()
@@ -500,9 +501,9 @@ func TestRegister_dead_letters_fit_the_attribute_limit(t *testing.T) {
 	_, err = client.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String("not json"), MessageAttributes: attrs})
 	require.NoError(t, err)
 
-	var dead []router.DeadLetter
+	var dead []transport.DeadLetter
 	require.Eventually(t, func() bool {
-		dead, err = router.ListDeadLetters(context.Background(), client, dlqURL, 10)
+		dead, err = transport.ListDeadLetters(context.Background(), client, dlqURL, 10)
 		return err == nil && len(dead) == 1
 	}, 15*time.Second, 100*time.Millisecond, "the poison command reaches the DLQ")
 	d := dead[0]

@@ -1,4 +1,4 @@
-package router_test
+package transport_test
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"transit/messages"
-	"transit/router"
+	"transit/transport"
 )
 
 // recordingPublisher records where each message was sent and with what metadata.
@@ -33,18 +33,16 @@ func (p *recordingPublisher) Publish(topic string, msgs ...*message.Message) err
 func (p *recordingPublisher) Close() error { return nil }
 
 func TestPublisher_routes_commands_and_events_that_share_a_name(t *testing.T) {
-	stack := router.Stack{Prefix: "p"}
+	stack := transport.Stack{Prefix: "p"}
 	topics, queues := &recordingPublisher{}, &recordingPublisher{}
-	pub := router.NewPublisher(stack, topics, queues)
-	newMsg := func(typ messages.Type) *message.Message {
-		m := message.NewMessage("id", []byte("{}"))
-		m.Metadata.Set(messages.TypeAttribute, string(typ))
-		return m
+	pub := transport.NewPublisher(stack, topics, queues)
+	newMsg := func(typ messages.Type, command bool) *message.Message {
+		return transport.NewMessage("id", []byte("{}"), typ, "c", command)
 	}
 	// layer.published is both a command and the event reporting it.
-	require.NoError(t, pub.Publish(router.ByType, newMsg(messages.LayerPublishedEvent)))
-	require.NoError(t, pub.Publish(router.ByType, router.AsCommand(newMsg(messages.LayerPublished))))
-	require.NoError(t, pub.Publish(router.ByType, router.AsCommand(newMsg(messages.SandboxExpire))))
+	require.NoError(t, pub.Publish(transport.ByType, newMsg(messages.LayerPublishedEvent, false)))
+	require.NoError(t, pub.Publish(transport.ByType, newMsg(messages.LayerPublished, true)))
+	require.NoError(t, pub.Publish(transport.ByType, newMsg(messages.SandboxExpire, true)))
 
 	require.Len(t, topics.sent, 1)
 	assert.Equal(t, stack.EventTopic(messages.Layer), topics.sent[0].topic)
@@ -52,14 +50,12 @@ func TestPublisher_routes_commands_and_events_that_share_a_name(t *testing.T) {
 	assert.Equal(t, stack.CommandQueue(messages.Layer), queues.sent[0].topic)
 	assert.Equal(t, stack.CommandQueue(messages.Sandbox), queues.sent[1].topic)
 	for _, s := range append(topics.sent, queues.sent...) {
-		assert.Len(t, s.metadata, 1, "only the type travels: the routing mark is removed")
+		assert.Len(t, s.metadata, 2, "only the type and correlation travel: the routing mark is removed")
 	}
 }
 
 func TestPublisher_refuses_what_has_no_destination(t *testing.T) {
-	pub := router.NewPublisher(router.Stack{Prefix: "p"}, &recordingPublisher{}, &recordingPublisher{})
-	m := message.NewMessage("id", []byte("{}"))
-	m.Metadata.Set(messages.TypeAttribute, string(messages.SandboxAllocated))
-	assert.Error(t, pub.Publish(router.ByType, router.AsCommand(m)), "an event marked as a command")
-	assert.Error(t, pub.Publish("p-unknown-queue", m))
+	pub := transport.NewPublisher(transport.Stack{Prefix: "p"}, &recordingPublisher{}, &recordingPublisher{})
+	assert.Error(t, pub.Publish(transport.ByType, transport.NewMessage("id", []byte("{}"), messages.SandboxAllocated, "c", true)), "an event marked as a command")
+	assert.Error(t, pub.Publish("p-unknown-queue", transport.NewMessage("id", []byte("{}"), messages.SandboxAllocated, "c", false)))
 }

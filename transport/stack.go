@@ -1,4 +1,4 @@
-package router
+package transport
 
 import (
 	"transit/messages"

@@ -1,9 +1,10 @@
-package router
+package transport
 
 import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	wmsqs "github.com/ThreeDotsLabs/watermill-aws/sqs"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -24,11 +25,28 @@ const ByType = "by-type"
 // alone cannot say. Publisher removes it before sending.
 const kindKey = "_transit_kind"
 
-// AsCommand marks msg as a command for its domain's queue, for Publish
+// NewMessage is the Watermill message of an envelope body: its ID, the
+// type and correlation attributes every transit message carries and, for
+// a command, the mark that sends it to its domain's queue when published
 // with ByType.
-func AsCommand(msg *message.Message) *message.Message {
-	msg.Metadata.Set(kindKey, "command")
+func NewMessage(id string, body []byte, t messages.Type, correlationID string, command bool) *message.Message {
+	msg := message.NewMessage(id, body)
+	msg.Metadata.Set(messages.TypeAttribute, string(t))
+	msg.Metadata.Set(messages.CorrelationAttribute, correlationID)
+	if command {
+		msg.Metadata.Set(kindKey, "command")
+	}
 	return msg
+}
+
+// NewCommand is the message of a new command, as a producer sends it: the
+// command starts its own correlation.
+func NewCommand(id string, t messages.Type, payload any, at time.Time) (*message.Message, error) {
+	body, err := messages.NewCommand(id, t, payload, at)
+	if err != nil {
+		return nil, err
+	}
+	return NewMessage(id, body, t, id, true), nil
 }
 
 // Publisher sends to the stack's SNS topics and SQS queues. Publish takes
