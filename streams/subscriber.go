@@ -57,8 +57,8 @@ func NewSubscriber(config SubscriberConfig, logger watermill.LoggerAdapter) (*Su
 		logger = watermill.NopLogger{}
 	}
 	return &Subscriber{
-		config:  config,
-		logger:  logger.With(watermill.LogFields{"consumer_group": config.ConsumerGroup, "owner": config.OwnerID}),
+		config:   config,
+		logger:   logger.With(watermill.LogFields{"consumer_group": config.ConsumerGroup, "owner": config.OwnerID}),
 		streams:  map[string]*stream{},
 		closing:  make(chan struct{}),
 		draining: make(chan struct{}),
