@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"transit/internal/balance"
+
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,8 +17,8 @@ import (
 
 // stream coordinates one subscribed table's stream: it discovers shards,
 // announces this instance, takes the leases of shards that are ready
-// (parent finished) up to an even share between live instances, hands
-// back shards above that share, and runs one worker per held shard.
+// (parent finished) and hands shards back towards an even share between
+// live instances (balance.Round), and runs one worker per held shard.
 type stream struct {
 	sub    *Subscriber
 	cfg    *SubscriberConfig
@@ -180,14 +182,6 @@ func (st *stream) balance(ctx context.Context) {
 	}
 
 	ready := st.ready(snap)
-	owners := 1 // this instance, whether or not its heartbeat is read back yet
-	for id, until := range snap.Owners {
-		if id != cfg.OwnerID && until.After(now) {
-			owners++
-		}
-	}
-	share := (len(ready) + owners - 1) / owners
-
 	st.mu.Lock()
 	var held []string
 	for id, w := range st.workers {
@@ -196,13 +190,29 @@ func (st *stream) balance(ctx context.Context) {
 		}
 	}
 	st.mu.Unlock()
+	// The live instances (heartbeat not lapsed) and the ready shards each
+	// holds; this instance counts whether or not its heartbeat is read
+	// back yet.
+	counts := map[string]int{cfg.OwnerID: len(held)}
+	for id, until := range snap.Owners {
+		if id != cfg.OwnerID && until.After(now) {
+			counts[id] = 0
+		}
+	}
+	for _, id := range ready {
+		l := snap.Leases[id]
+		if _, live := counts[l.Owner]; live && l.Owner != cfg.OwnerID && l.ExpiresAt.After(now) {
+			counts[l.Owner]++
+		}
+	}
+	plan := balance.Round(cfg.OwnerID, counts, len(ready))
 
-	if len(held) > share {
-		// Hand back the youngest shards above the share; they drain and
-		// release, and an instance below its share takes them.
+	if plan.Shed > 0 {
+		// Hand back the youngest shards; they drain and release, and an
+		// instance below its share takes them.
 		sort.Sort(sort.Reverse(sort.StringSlice(held)))
 		st.mu.Lock()
-		for _, id := range held[:len(held)-share] {
+		for _, id := range held[:plan.Shed] {
 			if w := st.workers[id]; w != nil {
 				st.logger.Debug("Handing shard back to balance instances", watermill.LogFields{"shard_id": id})
 				w.requestStop()
@@ -211,8 +221,9 @@ func (st *stream) balance(ctx context.Context) {
 		st.mu.Unlock()
 		return
 	}
+	limit := len(held) + plan.Take
 	for _, id := range ready {
-		if len(held) >= share || ctx.Err() != nil {
+		if len(held) >= limit || ctx.Err() != nil {
 			return
 		}
 		st.mu.Lock()

@@ -387,6 +387,42 @@ func TestSubscriber_instances_share_shards(t *testing.T) {
 	}
 }
 
+// Four shards on three instances: an even share is one or two each, and
+// the third instance to join gets a shard even though the first two hold
+// no more than two (a donor hands one back for it).
+func TestSubscriber_three_instances_split_four_shards(t *testing.T) {
+	f := newFakeStream("items")
+	leases := newMemLeases()
+	f.guard = leases.holderGuard("test", f.arn)
+	var all []string
+	for i := range 4 {
+		id := fmt.Sprintf("shard-%d", i)
+		f.addShard(id, "")
+		all = append(all, f.put(id, 60)...)
+	}
+	j := newJournal()
+	var done []<-chan struct{}
+	var subs []*streams.Subscriber
+	for _, name := range []string{"a", "b", "c"} {
+		sub := newSubscriber(t, fastConfig(f.client(name), leases, name), nil)
+		subs = append(subs, sub)
+		done = append(done, consume(subscribe(t, sub, "items"), j.handler(name, 15*time.Millisecond)))
+		// Each joins once the ones before it are reading.
+		waitFor(t, name+" reading", 5*time.Second, func() bool { return j.count(name) > 2 })
+	}
+	require.Less(t, len(j.acked("")), len(all), "the test must end while shards are still unread")
+	waitFor(t, "every record acked", 20*time.Second, func() bool { return len(j.acked("")) == len(all) })
+	for i, sub := range subs {
+		closeWithin(t, sub)
+		waitClosed(t, done[i])
+	}
+	assert.Empty(t, f.guardViolations(), "a shard read by an instance not holding its lease")
+	assert.Empty(t, j.overlaps, "two instances held records of one shard at once")
+	for id, n := range j.acked("") {
+		assert.Equal(t, 1, n, "%s acked once", id)
+	}
+}
+
 func TestSubscriber_takes_over_after_lease_lapses(t *testing.T) {
 	f := newFakeStream("items")
 	leases := newMemLeases()

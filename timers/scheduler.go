@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"transit/internal/balance"
 	"transit/messages"
 	"transit/store"
 )
@@ -201,28 +202,28 @@ func (s *Scheduler) balance(ctx context.Context) error {
 			live[r.Owner]++
 		}
 	}
-	// An even share is low or high shards (they differ when the shards do
-	// not divide evenly).
-	low := s.cfg.Shards / len(live)
-	high := (s.cfg.Shards + len(live) - 1) / len(live)
-	if len(held) > high {
-		for _, id := range held[high:] {
+	plan := balance.Round(s.cfg.OwnerID, live, s.cfg.Shards)
+	if plan.Shed > 0 {
+		for _, id := range held[len(held)-plan.Shed:] {
 			s.release(ctx, id, "handing back above an even share")
 		}
 		return nil
 	}
+	taken := 0
 	for _, r := range free {
-		if len(held) >= high {
-			return nil
+		if taken >= plan.Take {
+			break
 		}
 		if s.claim(ctx, r, now) {
 			held = append(held, r.ShardID)
+			taken++
 		}
 	}
-	if len(held) < low {
-		// No free shard: take one from the busiest owner above the share.
-		// A newcomer holds nothing, so nobody else knows it exists yet.
-		if r, ok := busiest(records, live, low); ok && s.claim(ctx, r, now) {
+	if len(held) < plan.Share.Low && plan.Donor != "" && plan.Donor != s.cfg.OwnerID {
+		// No free shard: take one from the owner holding most above the
+		// share. A newcomer holds nothing, so nobody else knows it exists
+		// yet to hand one back.
+		if r, ok := lastOf(records, plan.Donor); ok && s.claim(ctx, r, now) {
 			s.logger.Info("Took a timer shard from an owner above its share", "shard", r.ShardID, "from", r.Owner)
 		}
 	}
@@ -233,22 +234,10 @@ func (s *Scheduler) lapsed(r store.Shard, now time.Time) bool {
 	return r.ClaimedAt.Add(s.cfg.Lease).Before(now)
 }
 
-// busiest picks a shard of the live owner holding the most shards, if it
-// holds more than share.
-func busiest(records []store.Shard, live map[string]int, share int) (store.Shard, bool) {
-	owners := make([]string, 0, len(live))
-	for owner := range live {
-		owners = append(owners, owner)
-	}
-	sort.Strings(owners)
-	top := ""
-	for _, owner := range owners {
-		if live[owner] > share && (top == "" || live[owner] > live[top]) {
-			top = owner
-		}
-	}
-	for i := len(records) - 1; i >= 0 && top != ""; i-- {
-		if records[i].Owner == top {
+// lastOf is owner's highest-numbered shard.
+func lastOf(records []store.Shard, owner string) (store.Shard, bool) {
+	for i := len(records) - 1; i >= 0; i-- {
+		if records[i].Owner == owner {
 			return records[i], true
 		}
 	}
