@@ -83,7 +83,7 @@ func Register(r *message.Router, cfg Config, d messages.Domain, sub message.Subs
 }
 
 // Drainer is a subscriber that can stop receiving while the messages it
-// handed out are handled: Subscriber is one.
+// handed out are handled: transport.Subscriber and streams.Subscriber are.
 type Drainer interface {
 	// Drain stops receiving and returns once every message handed out has
 	// been acked or nacked and settled, or when ctx ends. The subscriber's
@@ -92,7 +92,8 @@ type Drainer interface {
 }
 
 // Shutdown stops r as SIGTERM should: the drainers stop receiving and
-// what they handed out is handled, acked and settled with SQS, for up to
+// what they handed out is handled, acked and settled (deleted from SQS,
+// checkpointed in the stream's lease), for up to
 // drainTimeout, while r still runs (handlers keep their contexts and
 // their publisher); then r is closed, which closes the subscribers, ends
 // the contexts of anything still unfinished and waits up to r's

@@ -5,6 +5,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -337,10 +338,7 @@ func (s *Service) runRouter(ctx context.Context, r *message.Router, drainers ...
 	// finishes and is acked, then the router closes. Only a running router
 	// may be closed: Close during RunHandlers waits on the router's own
 	// lock until its timeout.
-	if err := router.Shutdown(r, s.Config.DrainTimeout, drainers...); err != nil {
-		return err
-	}
-	return <-ran
+	return errors.Join(router.Shutdown(r, s.Config.DrainTimeout, drainers...), <-ran)
 }
 
 // servedDomains parses TRANSIT_DOMAINS: every domain when empty.

@@ -7,12 +7,12 @@ import (
 	"sync"
 	"time"
 
-	"transit/internal/balance"
-
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+
+	"transit/internal/balance"
 )
 
 // stream coordinates one subscribed table's stream: it discovers shards,
@@ -88,7 +88,9 @@ func (st *stream) run() {
 	ticker := time.NewTicker(st.cfg.RenewInterval)
 	defer ticker.Stop()
 	for {
-		st.balance(st.ctx)
+		if !st.draining() {
+			st.balance(st.ctx)
+		}
 		select {
 		case <-ticker.C:
 		case <-st.kick:
@@ -109,11 +111,7 @@ func (st *stream) run() {
 // with the subscription's context; each drains and releases its lease) and
 // withdraws this instance's heartbeat so the others re-balance at once.
 func (st *stream) shutdown() {
-	st.mu.Lock()
-	for _, w := range st.workers {
-		w.requestStop()
-	}
-	st.mu.Unlock()
+	st.stopWorkers()
 	st.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), st.writeTimeout())
 	defer cancel()
@@ -121,6 +119,26 @@ func (st *stream) shutdown() {
 		st.logger.Info("Cannot withdraw heartbeat; the others re-balance once it lapses", watermill.LogFields{"err": err.Error()})
 	}
 	close(st.drained)
+}
+
+// stopWorkers asks every worker to end gracefully.
+func (st *stream) stopWorkers() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, w := range st.workers {
+		w.requestStop()
+	}
+}
+
+// draining reports whether the subscriber drains: no shard is taken and
+// no worker started from then on.
+func (st *stream) draining() bool {
+	select {
+	case <-st.sub.draining:
+		return true
+	default:
+		return false
+	}
 }
 
 // writeTimeout bounds one lease store call: well within a lease.
@@ -223,7 +241,7 @@ func (st *stream) balance(ctx context.Context) {
 	}
 	limit := len(held) + plan.Take
 	for _, id := range ready {
-		if len(held) >= limit || ctx.Err() != nil {
+		if len(held) >= limit || ctx.Err() != nil || st.draining() {
 			return
 		}
 		st.mu.Lock()
@@ -282,6 +300,10 @@ func (st *stream) startWorker(l Lease, expires time.Time) {
 	w := newWorker(st, l, expires)
 	st.mu.Lock()
 	st.workers[l.ShardID] = w
+	// A take that raced a drain: the worker only hands the lease back.
+	if st.draining() {
+		w.requestStop()
+	}
 	st.mu.Unlock()
 	st.wg.Add(1)
 	go func() {

@@ -135,13 +135,18 @@ func (s *Subscriber) streamARN(ctx context.Context, table string) (string, error
 // shutdown drains it beside the SQS subscriber, so a fan-in handler in
 // flight finishes with its publisher and context intact.
 func (s *Subscriber) Drain(ctx context.Context) error {
-	s.drainOnce.Do(func() { close(s.draining) })
 	s.mu.Lock()
+	s.drainOnce.Do(func() { close(s.draining) })
 	streams := make([]*stream, 0, len(s.streams))
 	for _, st := range s.streams {
 		streams = append(streams, st)
 	}
 	s.mu.Unlock()
+	// At once, not when each coordinator next looks: from here no record
+	// is handed out.
+	for _, st := range streams {
+		st.stopWorkers()
+	}
 	for _, st := range streams {
 		select {
 		case <-st.drained:

@@ -33,34 +33,35 @@ type Plan struct {
 }
 
 // Round plans self's moves from the units each live replica holds (self
-// and the replicas known to hold none included). A replica above High
-// hands back the excess. While a replica is below Low, only replicas
-// below Low take free units, and the donor hands back one, so an even
-// split is reached even when High alone is already met by everyone
-// (four units on three replicas could otherwise stay 2, 2, 0).
+// and the replicas known to hold none included; units held by none are
+// free). A replica above High hands back the excess. Replicas below Low
+// take first: the others take only free units beyond what those need, and
+// when the free units do not cover that need, the replica holding most
+// above Low (the donor) hands one back. So an even split is reached even
+// when High alone is met by everyone (four units on three replicas could
+// otherwise stay 2, 2, 0), and no unit is handed back while free ones
+// would do.
 func Round(self string, held map[string]int, units int) Plan {
-	replicas := len(held)
-	if _, ok := held[self]; !ok {
-		replicas++
+	counts := maps.Clone(held)
+	if counts == nil {
+		counts = map[string]int{}
 	}
-	p := Plan{Share: Of(units, replicas)}
-	mine := held[self]
-	needy := false
-	for _, owner := range slices.Sorted(maps.Keys(held)) {
-		n := held[owner]
-		if n < p.Share.Low {
-			needy = true
-		}
-		if n > p.Share.Low && (p.Donor == "" || n > held[p.Donor]) {
+	counts[self] += 0
+	p := Plan{Share: Of(units, len(counts))}
+	free, need := units, 0
+	for _, owner := range slices.Sorted(maps.Keys(counts)) {
+		n := counts[owner]
+		free -= n
+		need += max(0, p.Share.Low-n)
+		if n > p.Share.Low && (p.Donor == "" || n > counts[p.Donor]) {
 			p.Donor = owner
 		}
 	}
-	if mine < p.Share.Low {
-		needy = true
-	}
-	if !needy {
+	free = max(0, free)
+	if need <= free {
 		p.Donor = ""
 	}
+	mine := counts[self]
 	switch {
 	case mine > p.Share.High:
 		p.Shed = mine - p.Share.High
@@ -68,8 +69,8 @@ func Round(self string, held map[string]int, units int) Plan {
 		p.Shed = 1
 	case mine < p.Share.Low:
 		p.Take = p.Share.Low - mine
-	case !needy:
-		p.Take = p.Share.High - mine
+	default:
+		p.Take = max(0, min(p.Share.High-mine, free-need))
 	}
 	return p
 }

@@ -34,13 +34,38 @@ func TestRound(t *testing.T) {
 	p = balance.Round("c", map[string]int{"a": 2, "b": 2, "c": 0}, 4)
 	assert.Equal(t, balance.Plan{Share: balance.Share{Low: 1, High: 2}, Take: 1, Donor: "a"}, p)
 	p = balance.Round("b", map[string]int{"a": 2, "b": 1, "c": 0}, 4)
-	assert.Zero(t, p.Take, "not below Low while another replica is")
-	// The donor hands back one for it.
+	assert.Zero(t, p.Take, "the one free unit is the newcomer's")
+	// No unit free for it: the donor hands back one.
 	p = balance.Round("a", map[string]int{"a": 2, "b": 2, "c": 0}, 4)
 	assert.Equal(t, 1, p.Shed)
-	// Balanced: nothing to do but take up to High.
-	p = balance.Round("a", map[string]int{"a": 1, "b": 2, "c": 1}, 4)
+	// Free units cover the need: nobody hands back (a replica that looks
+	// alive but crashed must not make the others shed units nobody takes).
+	p = balance.Round("a", map[string]int{"a": 4, "b": 3, "c": 2}, 10)
+	assert.Zero(t, p.Shed)
+	assert.Equal(t, balance.Plan{Share: balance.Share{Low: 3, High: 4}}, p)
+	p = balance.Round("b", map[string]int{"a": 4, "b": 3, "c": 2}, 10)
+	assert.Zero(t, p.Take, "the free unit is left for c")
+	// Balanced: take up to High what nobody else needs.
+	p = balance.Round("a", map[string]int{"a": 1, "b": 2, "c": 1}, 5)
 	assert.Equal(t, balance.Plan{Share: balance.Share{Low: 1, High: 2}, Take: 1}, p)
+}
+
+// A replica that crashed (its units not lapsed yet) never takes: the live
+// ones hand back at most what it lacks beyond the free units.
+func TestRound_a_silent_replica_costs_one_unit_at_most(t *testing.T) {
+	held := map[string]int{"a": 4, "b": 4, "c": 2}
+	free := 0
+	for range 10 {
+		for _, self := range []string{"a", "b"} {
+			p := balance.Round(self, held, 10)
+			held[self] -= p.Shed
+			free += p.Shed
+			n := min(free, p.Take)
+			held[self] += n
+			free -= n
+		}
+	}
+	assert.LessOrEqual(t, free, 1, "units left free waiting for c: %v", held)
 }
 
 // Replicas that each follow Round, one at a time in any order, from any
