@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -136,7 +137,16 @@ type Config struct {
 	// LogLevel is debug, info, warn or error. TRANSIT_LOG_LEVEL,
 	// --log-level; default info.
 	LogLevel string
+	// LogFormat is text or json (one object per line, for a log
+	// collector). TRANSIT_LOG_FORMAT, --log-format; default text.
+	LogFormat string
+	// HTTPAddr is where serve answers /healthz and /readyz; "off" (or
+	// empty) serves nothing. TRANSIT_HTTP_ADDR, --http-addr; default :9090.
+	HTTPAddr string
 }
+
+// HTTPOff turns the ops endpoints off (HTTPAddr).
+const HTTPOff = "off"
 
 // Environments (Env).
 const (
@@ -197,6 +207,8 @@ func Bind(fs *flag.FlagSet, c *Config) *Binder {
 	b.duration(&c.AgentStaleAfter, "agent-stale-after", "TRANSIT_AGENT_STALE_AFTER", 90*time.Second, "silence after which an agent is stale")
 	b.duration(&c.AgentOfflineAfter, "agent-offline-after", "TRANSIT_AGENT_OFFLINE_AFTER", 5*time.Minute, "further silence after which a stale agent is offline")
 	b.str(&c.LogLevel, "log-level", "TRANSIT_LOG_LEVEL", "info", "debug, info, warn or error")
+	b.str(&c.LogFormat, "log-format", "TRANSIT_LOG_FORMAT", "text", "text or json")
+	b.str(&c.HTTPAddr, "http-addr", "TRANSIT_HTTP_ADDR", ":9090", "address of /healthz and /readyz (serve); off for none")
 	return b
 }
 
@@ -371,6 +383,16 @@ func (c *Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		bad("TRANSIT_LOG_LEVEL", "log-level", "%q, want debug, info, warn or error", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "", "text", "json":
+	default:
+		bad("TRANSIT_LOG_FORMAT", "log-format", "%q, want text or json", c.LogFormat)
+	}
+	if c.HTTPAddr != "" && c.HTTPAddr != HTTPOff {
+		if _, port, err := net.SplitHostPort(c.HTTPAddr); err != nil || port == "" {
+			bad("TRANSIT_HTTP_ADDR", "http-addr", "%q is not host:port, such as :9090 or 127.0.0.1:9090", c.HTTPAddr)
+		}
 	}
 	return errors.Join(errs...)
 }

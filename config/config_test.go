@@ -72,6 +72,8 @@ func TestResolve_defaults_are_valid(t *testing.T) {
 		AgentStaleAfter:        90 * time.Second,
 		AgentOfflineAfter:      5 * time.Minute,
 		LogLevel:               "info",
+		LogFormat:              "text",
+		HTTPAddr:               ":9090",
 	}, cfg)
 }
 
@@ -292,6 +294,8 @@ func TestValidate_names_the_broken_setting(t *testing.T) {
 		{Name: "timer_poll_not_below_lease", ModifyValidConfig: func(c *config.Config) { c.TimerPollInterval = c.TimerLease }, WantEnv: "TRANSIT_TIMER_POLL_INTERVAL"},
 		{Name: "log_level_unknown", ModifyValidConfig: func(c *config.Config) { c.LogLevel = "verbose" }, WantEnv: "TRANSIT_LOG_LEVEL"},
 		{Name: "log_level_empty", ModifyValidConfig: func(c *config.Config) { c.LogLevel = "" }, WantEnv: "TRANSIT_LOG_LEVEL"},
+		{Name: "log_format_unknown", ModifyValidConfig: func(c *config.Config) { c.LogFormat = "xml" }, WantEnv: "TRANSIT_LOG_FORMAT"},
+		{Name: "http_addr_without_port", ModifyValidConfig: func(c *config.Config) { c.HTTPAddr = "localhost" }, WantEnv: "TRANSIT_HTTP_ADDR"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.Name, func(t *testing.T) {

@@ -177,7 +177,7 @@ func serve(t *testing.T, env []string) {
 	var log syncBuffer
 	cmd := exec.Command(transitBin, "serve")
 	// No sandbox provider: none of the examples' commands calls it.
-	cmd.Env = append(env, "TRANSIT_LOG_LEVEL=warn")
+	cmd.Env = append(env, "TRANSIT_LOG_LEVEL=warn", "TRANSIT_HTTP_ADDR=127.0.0.1:0")
 	cmd.Stdout, cmd.Stderr = &log, &log
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)

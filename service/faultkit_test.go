@@ -726,6 +726,8 @@ func (s *stack) startTransit(t *testing.T, extraEnv ...string) *transitProc {
 		"TRANSIT_TIMER_SHARDS=4",
 		"TRANSIT_TIMER_LEASE=3s",
 		"TRANSIT_TIMER_POLL_INTERVAL=250ms",
+		// Instances side by side: each its own ops port.
+		"TRANSIT_HTTP_ADDR=127.0.0.1:0",
 	)
 	cmd.Env = append(cmd.Env, extraEnv...)
 	p := &transitProc{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}

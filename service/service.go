@@ -81,7 +81,11 @@ func New(ctx context.Context, cfg config.Config, configure ...func(*aws.Config))
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		return nil, fmt.Errorf("TRANSIT_LOG_LEVEL: %w", err)
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	var handler slog.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	if cfg.LogFormat == "json" {
+		handler = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	}
+	logger := slog.New(handler)
 	// The SDK's own warnings go to the debug log: DynamoDB Local answers
 	// every error (each lost condition race) with a checksum the SDK warns
 	// about, which would drown everything else.
@@ -183,6 +187,11 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 	if sweeps := s.sweeps(opts); len(sweeps) > 0 {
 		background.Go(func() { s.sweep(bgCtx, pub, opts.Now, sweeps) })
 	}
+	stopOps, err := s.serveOps(&probe{serving: ctx, svc: s, served: served, router: r, scheduler: scheduler})
+	if err != nil {
+		return err
+	}
+	defer stopOps()
 	return s.runRouter(ctx, r, sub, fanin)
 }
 

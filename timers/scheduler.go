@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"transit/internal/balance"
@@ -83,6 +84,8 @@ type Scheduler struct {
 	outstanding int // firings sent and not yet seen finish, across pollers
 	pollers     sync.WaitGroup
 	queue       chan dueRequest
+	// balanced is when the last balance round succeeded (Unix nanoseconds).
+	balanced atomic.Int64
 }
 
 // NewScheduler returns a scheduler; Run starts it.
@@ -144,6 +147,13 @@ func (s *Scheduler) heldVersion(shard int) (int64, bool) {
 
 func (s *Scheduler) lookahead() time.Duration { return 2 * s.cfg.PollInterval }
 
+// Balanced reports whether a balance round (read every shard record,
+// renew, claim or hand back) succeeded within the last lease: the shards
+// this instance should serve are claimed.
+func (s *Scheduler) Balanced() bool {
+	return time.Since(time.Unix(0, s.balanced.Load())) < s.cfg.Lease
+}
+
 // Owned lists the shards this instance serves, sorted.
 func (s *Scheduler) Owned() []int {
 	s.mu.Lock()
@@ -169,6 +179,8 @@ func (s *Scheduler) Run(ctx context.Context) {
 	for {
 		if err := s.balance(ctx); err != nil && ctx.Err() == nil {
 			s.logger.Warn("Timer shard balance failed; retrying next tick", "error", err)
+		} else if err == nil {
+			s.balanced.Store(time.Now().UnixNano())
 		}
 		select {
 		case <-ctx.Done():

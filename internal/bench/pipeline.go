@@ -246,14 +246,15 @@ type worker struct {
 // The sandbox pipeline's allocations arm no expiry timers: the baseline
 // has none, and the timer case measures timers on its own.
 func startWorker(exe, dir, role, prefix string, concurrency int, extra ...string) (*worker, error) {
-	sub := "bench-serve"
-	if role == RoleBaseline {
-		sub = "bench-baseline"
-	}
 	stats := filepath.Join(dir, fmt.Sprintf("%s-c%d.stats.json", role, concurrency))
-	args := []string{sub, "--prefix", prefix, "--concurrency", strconv.Itoa(concurrency),
+	args := []string{"bench-serve", "--prefix", prefix, "--concurrency", strconv.Itoa(concurrency),
 		"--stats-out", stats, "--sweep-interval", "0", "--provider-url", "http://127.0.0.1:9", "--log-level", "warn",
-		"--domains", string(messages.Sandbox), "--sandbox-expiry", "sweep"}
+		"--domains", string(messages.Sandbox), "--sandbox-expiry", "sweep",
+		// Replicas side by side: each its own ops port.
+		"--http-addr", "127.0.0.1:0"}
+	if role == RoleBaseline {
+		args[0] = "bench-baseline"
+	}
 	cmd := exec.Command(exe, append(args, extra...)...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
