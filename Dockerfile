@@ -7,4 +7,5 @@ RUN CGO_ENABLED=0 go build -o /transit ./cmd/transit
 
 FROM gcr.io/distroless/static-debian12
 COPY --from=build /transit /transit
+EXPOSE 9090
 ENTRYPOINT ["/transit"]

@@ -31,6 +31,7 @@ var subcommands = map[string]subcommand{
 	"agent":         {"agent --org O --agent A --exec CMD [--once]   the reference agent: lease the org's tasks, run each with CMD", runAgent},
 	"provider-stub": {"provider-stub [--listen ADDR]   a local stand-in for the sandbox provider", runProviderStub},
 	"schema":        {"schema [--type T] [--out DIR]   JSON Schemas of the envelope, every command and every event", runSchema},
+	"probe":         {"probe [--ready] [--addr A]   exit 0 if a running serve is alive (/healthz) or ready (/readyz)", runProbe},
 }
 
 // stderr takes usage, errors and the flag sets' messages; tests replace it.
@@ -62,7 +63,7 @@ func run(ctx context.Context, args []string) int {
 
 func usage() {
 	fmt.Fprintln(stderr, "usage: transit SUBCOMMAND [flags]   (each subcommand takes -h)")
-	for _, name := range []string{"serve", "provision", "deprovision", "send", "watch", "dlq", "query", "audit", "tail", "agent", "provider-stub", "schema"} {
+	for _, name := range []string{"serve", "provision", "deprovision", "send", "watch", "dlq", "query", "audit", "tail", "agent", "provider-stub", "schema", "probe"} {
 		fmt.Fprintln(stderr, "  "+subcommands[name].usage)
 	}
 }

@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 
 	"transit/messages"
 )
@@ -256,4 +261,22 @@ func TestBadSettingIsNamed(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestProbeExitsByTheAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" {
+			http.Error(w, "not ready: router not running", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+
+	code, _ := cli(t, "probe", "--addr", addr)
+	assert.Equal(t, 0, code, "alive")
+	code, out := cli(t, "probe", "--ready", "--addr", addr)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out, "router not running", "the reason is printed")
 }
