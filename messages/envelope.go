@@ -66,6 +66,10 @@ type Out struct {
 	Command bool
 }
 
+// Rejection is the payload of an event reporting a refused command; its
+// reason is one its domain declares (a bounded set, so a metric label).
+type Rejection interface{ RejectionReason() string }
+
 // idNamespace roots every derived message ID.
 var idNamespace = uuid.MustParse("6f1c5e0a-4b5e-4c39-9d1e-7a0f3f5f8b21")
 

@@ -208,3 +208,6 @@ type LayerRejectedPayload struct {
 	Version int    `json:"version"`
 	Reason  string `json:"reason"`
 }
+
+// RejectionReason makes it a Rejection.
+func (p LayerRejectedPayload) RejectionReason() string { return p.Reason }

@@ -435,3 +435,6 @@ type NucleusRejectedPayload struct {
 	// not parse, the resource a command named.
 	Detail string `json:"detail,omitempty"`
 }
+
+// RejectionReason makes it a Rejection.
+func (p NucleusRejectedPayload) RejectionReason() string { return p.Reason }

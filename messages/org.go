@@ -498,6 +498,9 @@ type OrgRejectedPayload struct {
 	Reason string `json:"reason"`
 }
 
+// RejectionReason makes it a Rejection.
+func (p OrgRejectedPayload) RejectionReason() string { return p.Reason }
+
 // first is the first non-nil error of checks made in order.
 func first(errs ...error) error {
 	for _, err := range errs {

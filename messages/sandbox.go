@@ -294,6 +294,9 @@ type SandboxAllocationRejectedPayload struct {
 	Reason         string `json:"reason"`
 }
 
+// RejectionReason makes it a Rejection.
+func (p SandboxAllocationRejectedPayload) RejectionReason() string { return p.Reason }
+
 // SandboxDeletionMarkedPayload is a sandbox its track released; the
 // cleanup deletes it at the provider.
 type SandboxDeletionMarkedPayload struct {
@@ -310,6 +313,9 @@ type SandboxDeletionRejectedPayload struct {
 	TrackID   string `json:"track_id"`
 	Reason    string `json:"reason"`
 }
+
+// RejectionReason makes it a Rejection.
+func (p SandboxDeletionRejectedPayload) RejectionReason() string { return p.Reason }
 
 // SandboxExpiredPayload is an allocation whose lab time ran out, now
 // pending deletion.
@@ -374,3 +380,6 @@ type SandboxRejectedPayload struct {
 	SandboxID string `json:"sandbox_id"`
 	Reason    string `json:"reason"`
 }
+
+// RejectionReason makes it a Rejection.
+func (p SandboxRejectedPayload) RejectionReason() string { return p.Reason }

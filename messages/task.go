@@ -653,6 +653,9 @@ type TaskRejectedPayload struct {
 	Reason  string `json:"reason"`
 }
 
+// RejectionReason makes it a Rejection.
+func (p TaskRejectedPayload) RejectionReason() string { return p.Reason }
+
 func (p TaskRejectedPayload) RoutingAttributes() map[string]string {
 	return map[string]string{OrgAttribute: p.OrgID, AgentAttribute: p.AgentID}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 
 	"transit/messages"
+	"transit/metrics"
 	"transit/store"
 	"transit/transport"
 )
@@ -45,6 +46,8 @@ type Config struct {
 	// Log gets a warning for every message sent to a DLQ, so an operator
 	// sees poison without reading the DLQ. Default slog.Default().
 	Log *slog.Logger
+	// Metrics, when set, counts what every delivery came to.
+	Metrics *metrics.Metrics
 }
 
 // New returns a router whose middleware retries transient failures and
@@ -57,6 +60,10 @@ func New(cfg Config, logger watermill.LoggerAdapter) (*message.Router, error) {
 	retry := cfg.Retry
 	retry.Logger = logger
 	retry.ShouldRetry = func(p middleware.RetryParams) bool { return !Permanent(p.Err) }
+	if cfg.Metrics != nil {
+		// Outside the retries: one count per delivery.
+		r.AddMiddleware(cfg.Metrics.Deliveries)
+	}
 	r.AddMiddleware(
 		// Transient failures (throttling, timeouts, 5xx) get a few quick
 		// attempts before the message goes back to SQS.
@@ -79,6 +86,9 @@ func Register(r *message.Router, cfg Config, d messages.Domain, sub message.Subs
 		return fmt.Errorf("register %s: %w", d, err)
 	}
 	handler.AddMiddleware(poison, warnPoison(cfg.Log))
+	if cfg.Metrics != nil {
+		handler.AddMiddleware(metrics.Attempts(Permanent))
+	}
 	return nil
 }
 
@@ -152,6 +162,9 @@ func handle(d messages.Domain, h Handler, timeout time.Duration) message.Handler
 		}
 		produced := make([]*message.Message, 0, len(outs))
 		for _, out := range outs {
+			if r, ok := out.Payload.(messages.Rejection); ok {
+				metrics.Rejected(msg.Context(), out.Type, r.RejectionReason())
+			}
 			id, body, err := messages.Encode(cmd, out)
 			if err != nil {
 				return nil, err

@@ -17,6 +17,7 @@ import (
 
 	"transit/config"
 	"transit/messages"
+	"transit/metrics"
 	"transit/store"
 	"transit/timers"
 )
@@ -103,9 +104,9 @@ func (p *probe) reachable(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// serveOps answers /healthz (the process is alive) and /readyz on
-// TRANSIT_HTTP_ADDR until stop is called; nothing when it is off.
-func (s *Service) serveOps(p *probe) (stop func(), err error) {
+// serveOps answers /healthz (the process is alive), /readyz and /metrics
+// on TRANSIT_HTTP_ADDR until stop is called; nothing when it is off.
+func (s *Service) serveOps(p *probe, counts *metrics.Metrics) (stop func(), err error) {
 	if s.Config.HTTPAddr == "" || s.Config.HTTPAddr == config.HTTPOff {
 		return func() {}, nil
 	}
@@ -117,6 +118,7 @@ func (s *Service) serveOps(p *probe) (stop func(), err error) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
+	mux.Handle("GET /metrics", counts.Handler())
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()
@@ -132,7 +134,7 @@ func (s *Service) serveOps(p *probe) (stop func(), err error) {
 			s.Logger.Error("ops server stopped", "addr", s.Config.HTTPAddr, "error", err)
 		}
 	}()
-	s.Logger.Info("serving /healthz and /readyz", "addr", ln.Addr().String())
+	s.Logger.Info("serving /healthz, /readyz and /metrics", "addr", ln.Addr().String())
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()

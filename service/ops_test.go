@@ -1,16 +1,28 @@
 package service_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"sort"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"transit/config"
+	"transit/messages"
+	"transit/provider"
+	"transit/service"
 )
 
 // /readyz answers 503, naming what failed, while the emulators cannot be
@@ -71,4 +83,98 @@ func waitStatus(t *testing.T, url string, want int, within time.Duration) string
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// flakyLister is a sandbox provider whose first inventory pull fails, as
+// a provider that is briefly down would: the pull is retried in process.
+type flakyLister struct{ calls atomic.Int32 }
+
+func (p *flakyLister) DeleteSandbox(context.Context, string) error { return nil }
+
+func (p *flakyLister) ListSandboxes(context.Context) ([]provider.Sandbox, error) {
+	if p.calls.Add(1) == 1 {
+		return nil, errors.New("provider unavailable")
+	}
+	return []provider.Sandbox{{ExternalID: "ext-1", Name: "one", LabDurationHours: 4}}, nil
+}
+
+// /metrics after a known mix: a pull retried once, an allocation, one
+// refused for an empty pool, and a poison message.
+func TestOps_metrics_count_a_known_mix(t *testing.T) {
+	addr := freeAddr(t)
+	s := newStack(t, func(c *config.Config) { c.HTTPAddr = addr })
+	s.serve(service.ServeOptions{Provider: &flakyLister{}})
+
+	pull := uuid.NewString()
+	s.send(pull, messages.SandboxSync, messages.SandboxSyncPayload{})
+	s.eventFor(pull, messages.SandboxSynced)
+	first, second := uuid.NewString(), uuid.NewString()
+	s.send(first, messages.SandboxAllocate, messages.SandboxAllocatePayload{TrackID: "t1"})
+	s.send(second, messages.SandboxAllocate, messages.SandboxAllocatePayload{TrackID: "t2"})
+	s.sendRaw("not json", map[string]string{messages.TypeAttribute: string(messages.SandboxAllocate)})
+	outcomes := map[messages.Type]int{}
+	for _, id := range []string{first, second} {
+		events := s.collect(60*time.Second, func(evs []service.TapEvent) bool { return len(causedBy(evs, id)) > 0 })
+		outcomes[causedBy(events, id)[0].Envelope.Type]++
+	}
+	require.Equal(t, map[messages.Type]int{messages.SandboxAllocated: 1, messages.SandboxAllocationRejected: 1}, outcomes)
+	s.deadLetters(1)
+
+	sync, allocate := string(messages.SandboxSync), string(messages.SandboxAllocate)
+	want := map[string]float64{
+		`transit_messages_received_total{domain="sandbox",type="` + sync + `"}`:                                        1,
+		`transit_messages_retried_total{domain="sandbox",type="` + sync + `"}`:                                         1,
+		`transit_messages_handled_total{domain="sandbox",type="` + sync + `"}`:                                         1,
+		`transit_messages_received_total{domain="sandbox",type="` + allocate + `"}`:                                    3,
+		`transit_messages_handled_total{domain="sandbox",type="` + allocate + `"}`:                                     2,
+		`transit_messages_dead_lettered_total{domain="sandbox",type="` + allocate + `"}`:                               1,
+		`transit_commands_rejected_total{domain="sandbox",reason="pool_exhausted",type="sandbox.allocation-rejected"}`: 1,
+		`transit_messages_failed_total{domain="sandbox",type="` + allocate + `"}`:                                      0,
+		`transit_handler_duration_seconds_count{domain="sandbox",type="` + allocate + `"}`:                             3,
+	}
+	// The last outcome is counted as its delivery is acked, just after the
+	// event is published and the DLQ written.
+	var got map[string]float64
+	require.Eventually(t, func() bool {
+		got = scrape(t, "http://"+addr+"/metrics")
+		for k, v := range want {
+			if got[k] != v {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 200*time.Millisecond, "metrics")
+	for k, v := range want {
+		assert.Equal(t, v, got[k], k)
+	}
+}
+
+// scrape reads a /metrics page into series → value, each series written
+// as name{label="value",…} with labels sorted by name.
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := make([]string, 0, len(m.GetLabel()))
+			for _, l := range m.GetLabel() {
+				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			sort.Strings(labels)
+			series := name + "{" + strings.Join(labels, ",") + "}"
+			switch {
+			case m.GetCounter() != nil:
+				out[series] = m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				out[strings.Replace(series, name, name+"_count", 1)] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
 }

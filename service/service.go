@@ -35,6 +35,7 @@ import (
 	"transit/handlers"
 	"transit/machine"
 	"transit/messages"
+	"transit/metrics"
 	"transit/provider"
 	"transit/router"
 	"transit/store"
@@ -159,7 +160,8 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	r, rcfg, err := s.newRouter(logger)
+	counts := metrics.New()
+	r, rcfg, err := s.newRouter(logger, counts)
 	if err != nil {
 		return err
 	}
@@ -187,7 +189,7 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 	if sweeps := s.sweeps(opts); len(sweeps) > 0 {
 		background.Go(func() { s.sweep(bgCtx, pub, opts.Now, sweeps) })
 	}
-	stopOps, err := s.serveOps(&probe{serving: ctx, svc: s, served: served, router: r, scheduler: scheduler})
+	stopOps, err := s.serveOps(&probe{serving: ctx, svc: s, served: served, router: r, scheduler: scheduler}, counts)
 	if err != nil {
 		return err
 	}
@@ -212,9 +214,11 @@ func (s *Service) serveDefaults(opts ServeOptions) ServeOptions {
 	return opts
 }
 
-// newRouter is the router with the configured retry, timeouts and log.
-func (s *Service) newRouter(logger watermill.LoggerAdapter) (*message.Router, router.Config, error) {
+// newRouter is the router with the configured retry, timeouts, log and
+// metrics.
+func (s *Service) newRouter(logger watermill.LoggerAdapter, counts *metrics.Metrics) (*message.Router, router.Config, error) {
 	cfg := router.Config{
+		Metrics:        counts,
 		Stack:          s.Stack,
 		CommandTimeout: s.Config.CommandTimeout,
 		CloseTimeout:   s.Config.DrainTimeout,

@@ -1,0 +1,150 @@
+// Package metrics is transit's Prometheus instrumentation: what each
+// command delivery came to, by domain and type, served on /metrics.
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"transit/messages"
+)
+
+// Metrics holds transit's collectors on a registry of its own, so a test
+// or a second Service sees only its own counts.
+type Metrics struct {
+	registry *prometheus.Registry
+
+	received *prometheus.CounterVec
+	handled  *prometheus.CounterVec
+	failed   *prometheus.CounterVec
+	retried  *prometheus.CounterVec
+	poisoned *prometheus.CounterVec
+	rejected *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+// New registers every collector, with the Go runtime's and the process's.
+func New() *Metrics {
+	byType := []string{"domain", "type"}
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		received: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transit_messages_received_total",
+			Help: "Message deliveries taken by a handler, redeliveries included."}, byType),
+		handled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transit_messages_handled_total",
+			Help: "Deliveries whose handler succeeded: applied, replayed or rejected."}, byType),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transit_messages_failed_total",
+			Help: "Deliveries whose in-process retries ran out; nacked, SQS delivers them again."}, byType),
+		retried: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transit_messages_retried_total",
+			Help: "In-process retries after a transient failure."}, byType),
+		poisoned: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transit_messages_dead_lettered_total",
+			Help: "Messages that can never succeed (malformed, invalid), sent to the domain's DLQ with the reason."}, byType),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transit_commands_rejected_total",
+			Help: "Commands refused by their state machine, by the rejection event's reason."}, []string{"domain", "type", "reason"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "transit_handler_duration_seconds",
+			Help:    "Time from a delivery's first attempt to its outcome, retries included.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, byType),
+	}
+	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.received, m.handled, m.failed, m.retried, m.poisoned, m.rejected, m.latency)
+	return m
+}
+
+// Handler serves the registry in Prometheus's text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// Gatherer is the registry, for tests and for `transit status`.
+func (m *Metrics) Gatherer() prometheus.Gatherer { return m.registry }
+
+// delivery is what one delivery came to, gathered across its attempts.
+type delivery struct {
+	mu       sync.Mutex
+	attempts int
+	poisoned bool
+	reasons  map[messages.Type]string
+}
+
+type deliveryKey struct{}
+
+// Deliveries is a router middleware that must run outside the retry
+// middleware: it sees each delivery once, and counts its outcome and
+// latency. Attempts, inside every retry, tells it what each attempt did.
+func (m *Metrics) Deliveries(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		domain, typ := labels(msg)
+		m.received.WithLabelValues(domain, typ).Inc()
+		d := &delivery{}
+		msg.SetContext(context.WithValue(msg.Context(), deliveryKey{}, d))
+		start := time.Now()
+		out, err := h(msg)
+		m.latency.WithLabelValues(domain, typ).Observe(time.Since(start).Seconds())
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.attempts > 1 {
+			m.retried.WithLabelValues(domain, typ).Add(float64(d.attempts - 1))
+		}
+		switch {
+		case d.poisoned:
+			m.poisoned.WithLabelValues(domain, typ).Inc()
+		case err != nil:
+			m.failed.WithLabelValues(domain, typ).Inc()
+		default:
+			m.handled.WithLabelValues(domain, typ).Inc()
+			for t, reason := range d.reasons {
+				m.rejected.WithLabelValues(domain, string(t), reason).Inc()
+			}
+		}
+		return out, err
+	}
+}
+
+// Attempts is the innermost handler middleware: it counts an attempt and
+// notes whether it failed for good (permanent says which errors are).
+func Attempts(permanent func(error) bool) message.HandlerMiddleware {
+	return func(h message.HandlerFunc) message.HandlerFunc {
+		return func(msg *message.Message) ([]*message.Message, error) {
+			out, err := h(msg)
+			if d, ok := msg.Context().Value(deliveryKey{}).(*delivery); ok {
+				d.mu.Lock()
+				d.attempts++
+				d.poisoned = err != nil && permanent(err)
+				d.mu.Unlock()
+			}
+			return out, err
+		}
+	}
+}
+
+// Rejected notes, in a handler, that the command was refused with reason;
+// the delivery's outcome counts it once it is acked.
+func Rejected(ctx context.Context, t messages.Type, reason string) {
+	if d, ok := ctx.Value(deliveryKey{}).(*delivery); ok {
+		d.mu.Lock()
+		if d.reasons == nil {
+			d.reasons = map[messages.Type]string{}
+		}
+		d.reasons[t] = reason
+		d.mu.Unlock()
+	}
+}
+
+// labels are a delivery's domain (from its handler's name) and type; a
+// type outside the catalogue is "unknown", so a producer cannot grow the
+// label set.
+func labels(msg *message.Message) (domain, typ string) {
+	domain = strings.TrimSuffix(message.HandlerNameFromCtx(msg.Context()), "-commands")
+	t := messages.Type(msg.Metadata.Get(messages.TypeAttribute))
+	if !messages.IsCommand(t) && !messages.IsEvent(t) {
+		return domain, "unknown"
+	}
+	return domain, string(t)
+}
