@@ -85,7 +85,7 @@ func Register(r *message.Router, cfg Config, d messages.Domain, sub message.Subs
 	if err != nil {
 		return fmt.Errorf("register %s: %w", d, err)
 	}
-	handler.AddMiddleware(poison, warnPoison(cfg.Log))
+	handler.AddMiddleware(poison, warnPoison(cfg.Log, d))
 	if cfg.Metrics != nil {
 		handler.AddMiddleware(metrics.Attempts(Permanent))
 	}
@@ -124,7 +124,7 @@ func Shutdown(r *message.Router, drainTimeout time.Duration, drainers ...Drainer
 }
 
 // warnPoison logs, at WARN, why a message is about to be dead-lettered.
-func warnPoison(log *slog.Logger) message.HandlerMiddleware {
+func warnPoison(log *slog.Logger, d messages.Domain) message.HandlerMiddleware {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -132,8 +132,9 @@ func warnPoison(log *slog.Logger) message.HandlerMiddleware {
 		return func(msg *message.Message) ([]*message.Message, error) {
 			out, err := h(msg)
 			if err != nil && Permanent(err) {
-				log.Warn("poison message sent to the DLQ", "message_id", msg.UUID,
-					"type", msg.Metadata.Get(messages.TypeAttribute), "reason", err.Error())
+				log.Warn("poison message sent to the DLQ", "domain", d, "message_id", msg.UUID,
+					"type", msg.Metadata.Get(messages.TypeAttribute),
+					"correlation_id", msg.Metadata.Get(messages.CorrelationAttribute), "reason", err.Error())
 			}
 			return out, err
 		}
