@@ -9,7 +9,7 @@ export AWS_REGION            ?= us-east-1
 export AWS_ACCESS_KEY_ID     ?= test
 export AWS_SECRET_ACCESS_KEY ?= test
 
-.PHONY: all build run test lint moto bench docs clean schemas
+.PHONY: all build run test lint moto cfn-lint bench docs clean schemas
 
 all: build
 
@@ -29,6 +29,11 @@ lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 
+# cfn-lint, which checks the CloudFormation template in the service tests,
+# installed with pip only when missing.
+cfn-lint:
+	@command -v cfn-lint >/dev/null 2>&1 || pip install cfn-lint
+
 # Unit and integration tests; the integration tests start their own
 # emulators on free ports, so nothing needs to be running first: moto (SQS,
 # SNS, Lambda, STS, EC2, RDS, ECS) and DynamoDB Local, then again with
@@ -38,7 +43,7 @@ lint:
 # run: LocalStack, moto) they run once, every service there. The service
 # package alone runs for about ten minutes: the timeout leaves it room on
 # a busy machine.
-test: moto lint
+test: moto cfn-lint lint
 ifdef TRANSIT_TEST_ENDPOINT
 	$(GO) test -race -count=1 -timeout 30m ./...
 else

@@ -55,9 +55,22 @@ func runServe(ctx context.Context, args []string) error {
 	return svc.Serve(ctx, service.ServeOptions{})
 }
 
+// runProvision creates the stack or, with --cloudformation, writes the
+// template of the same stack instead (docs/deploy.md).
 func runProvision(ctx context.Context, args []string) error {
-	svc, _, err := setup(ctx, "provision", args, nil)
+	var template bool
+	svc, _, err := setup(ctx, "provision", args, func(fs *flag.FlagSet) {
+		fs.BoolVar(&template, "cloudformation", false, "write a CloudFormation template (JSON) of the stack and of transit's runtime IAM policy to stdout, and provision nothing")
+	})
 	if err != nil {
+		return err
+	}
+	if template {
+		out, err := svc.CloudFormation()
+		if err != nil {
+			return err
+		}
+		_, err = os.Stdout.Write(out)
 		return err
 	}
 	if err := svc.Provision(ctx); err != nil {
