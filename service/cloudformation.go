@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"time"
 	"unicode"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -52,12 +51,7 @@ const policyID = "RuntimePolicy"
 // gives them, and an IAM managed policy granting transit's runtime role
 // only what serve calls, on the stack's own resources (docs/deploy.md).
 func (s *Service) CloudFormation() ([]byte, error) {
-	// The queue settings exactly as Provision takes them from the config.
-	qs := transport.QueueSettings{
-		VisibilityTimeoutSeconds: int(s.Config.VisibilityTimeout / time.Second),
-		MaxReceiveCount:          s.Config.MaxReceiveCount,
-	}
-	t, err := cloudFormation(s.Config.Prefix, qs)
+	t, err := cloudFormation(s.Config.Prefix, s.queueSettings())
 	if err != nil {
 		return nil, fmt.Errorf("CloudFormation template: %w", err)
 	}

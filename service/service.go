@@ -112,10 +112,16 @@ func (s *Service) Provision(ctx context.Context) error {
 	if err := store.Provision(ctx, s.DynamoDB, s.Config.Prefix); err != nil {
 		return err
 	}
-	return transport.Provision(ctx, s.SQS, s.SNS, s.Stack, transport.QueueSettings{
+	return transport.Provision(ctx, s.SQS, s.SNS, s.Stack, s.queueSettings())
+}
+
+// queueSettings are the command queues' settings from the configuration,
+// for provisioning and its CloudFormation export alike.
+func (s *Service) queueSettings() transport.QueueSettings {
+	return transport.QueueSettings{
 		VisibilityTimeoutSeconds: int(s.Config.VisibilityTimeout / time.Second),
 		MaxReceiveCount:          s.Config.MaxReceiveCount,
-	})
+	}
 }
 
 // ServeOptions replace parts of the wiring; the zero value serves as in
