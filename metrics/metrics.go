@@ -57,6 +57,10 @@ func New() *Metrics {
 	return m
 }
 
+// Register adds collectors of the process's state (owned shards, queue
+// depths), which their owners define.
+func (m *Metrics) Register(cs ...prometheus.Collector) { m.registry.MustRegister(cs...) }
+
 // Handler serves the registry in Prometheus's text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})

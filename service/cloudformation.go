@@ -378,10 +378,12 @@ func grants() []grant {
 			"sqs:ChangeMessageVisibility": {"sqs.ChangeMessageVisibility", "sqs.ChangeMessageVisibilityBatch"},
 		}},
 		// Commands are sent to the command queues (sweeps, timers,
-		// follow-up commands), poison ones to the DLQs.
+		// follow-up commands), poison ones to the DLQs; /metrics samples
+		// the depth of both.
 		{sid: "Queues", resources: queues, actions: map[string][]string{
-			"sqs:GetQueueUrl": {"sqs.GetQueueUrl"},
-			"sqs:SendMessage": {"sqs.SendMessage", "sqs.SendMessageBatch"},
+			"sqs:GetQueueUrl":        {"sqs.GetQueueUrl"},
+			"sqs:SendMessage":        {"sqs.SendMessage", "sqs.SendMessageBatch"},
+			"sqs:GetQueueAttributes": {"sqs.GetQueueAttributes"},
 		}},
 		{sid: "EventTopics", resources: eventTopics, actions: map[string][]string{
 			"sns:Publish": {"sns.Publish"},

@@ -404,7 +404,6 @@ var notServed = map[string]string{
 	"dynamodb.TransactWriteItems":  "no IAM action of its own: authorized item by item (PutItem, UpdateItem, DeleteItem, ConditionCheckItem)",
 	"sqs.CreateQueue":              "provisioning, `transit send --wait`'s tap, the reference agent; Watermill's create-if-missing is off",
 	"sqs.SetQueueAttributes":       "provisioning, the tap, the reference agent (queue policies); Watermill's SNS subscriber, unused",
-	"sqs.GetQueueAttributes":       "provisioning, the tap, the reference agent (queue ARNs); Watermill's SNS subscriber, unused",
 	"sqs.DeleteQueue":              "deprovisioning, the tap, the reference agent",
 	"sns.CreateTopic":              "provisioning; Watermill's create-if-missing is off",
 	"sns.Subscribe":                "provisioning, the tap, the reference agent",

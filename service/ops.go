@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -14,11 +15,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"transit/config"
 	"transit/messages"
 	"transit/metrics"
 	"transit/store"
+	"transit/streams"
 	"transit/timers"
 )
 
@@ -140,4 +144,81 @@ func (s *Service) serveOps(p *probe, counts *metrics.Metrics) (stop func(), err 
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}, nil
+}
+
+// queueDepths is a collector of every served domain's command queue and
+// DLQ depth, read from SQS's approximate counts when scraped, at most
+// every reachableFor: nothing is asked of SQS while nobody scrapes.
+type queueDepths struct {
+	svc    *Service
+	served map[messages.Domain]bool
+	desc   *prometheus.Desc
+
+	mu      sync.Mutex
+	sampled time.Time
+	last    []prometheus.Metric
+}
+
+func newQueueDepths(s *Service, served map[messages.Domain]bool) *queueDepths {
+	return &queueDepths{svc: s, served: served, desc: prometheus.NewDesc("transit_queue_messages",
+		"Messages in a domain's command queue or DLQ, from SQS's approximate counts: visible, or in flight (received, not yet deleted).",
+		[]string{"domain", "queue", "state"}, nil)}
+}
+
+func (q *queueDepths) Describe(ch chan<- *prometheus.Desc) { ch <- q.desc }
+
+func (q *queueDepths) Collect(ch chan<- prometheus.Metric) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if time.Since(q.sampled) >= reachableFor {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		q.last, q.sampled = q.sample(ctx), time.Now()
+		cancel()
+	}
+	for _, m := range q.last {
+		ch <- m
+	}
+}
+
+// sample reads every queue's counts; a queue SQS does not answer for is
+// left out of the sample (readiness reports why).
+func (q *queueDepths) sample(ctx context.Context) []prometheus.Metric {
+	s := q.svc
+	var out []prometheus.Metric
+	for _, d := range messages.Domains() {
+		if !q.served[d] {
+			continue
+		}
+		for kind, name := range map[string]string{"commands": s.Stack.CommandQueue(d), "dlq": s.Stack.DeadLetterQueue(d)} {
+			url, err := s.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+			if err != nil {
+				continue
+			}
+			attrs, err := s.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: url.QueueUrl,
+				AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+			if err != nil {
+				continue
+			}
+			for state, attr := range map[string]sqstypes.QueueAttributeName{
+				"visible":   sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+				"in_flight": sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+			} {
+				n, _ := strconv.ParseFloat(attrs.Attributes[string(attr)], 64)
+				out = append(out, prometheus.MustNewConstMetric(q.desc, prometheus.GaugeValue, n, string(d), kind, state))
+			}
+		}
+	}
+	return out
+}
+
+// ownership gauges: the timer shards and stream shard leases this
+// instance holds, read when scraped.
+func ownership(scheduler *timers.Scheduler, fanin *streams.Subscriber) []prometheus.Collector {
+	cs := []prometheus.Collector{prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "transit_stream_leases_owned",
+		Help: "Stream shard leases this instance reads (the fan-in)."}, func() float64 { return float64(fanin.Held()) })}
+	if scheduler != nil {
+		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "transit_timer_shards_owned",
+			Help: "Timer shards this instance serves."}, func() float64 { return float64(len(scheduler.Owned())) }))
+	}
+	return cs
 }

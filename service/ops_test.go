@@ -131,9 +131,13 @@ func TestOps_metrics_count_a_known_mix(t *testing.T) {
 		`transit_commands_rejected_total{domain="sandbox",reason="pool_exhausted",type="sandbox.allocation-rejected"}`: 1,
 		`transit_messages_failed_total{domain="sandbox",type="` + allocate + `"}`:                                      0,
 		`transit_handler_duration_seconds_count{domain="sandbox",type="` + allocate + `"}`:                             3,
+		`transit_queue_messages{domain="sandbox",queue="dlq",state="visible"}`:                                         1,
+		`transit_queue_messages{domain="sandbox",queue="commands",state="visible"}`:                                    0,
+		`transit_timer_shards_owned{}`: 4,
 	}
 	// The last outcome is counted as its delivery is acked, just after the
-	// event is published and the DLQ written.
+	// event is published and the DLQ written; queue depths are sampled at
+	// most every 5 s.
 	var got map[string]float64
 	require.Eventually(t, func() bool {
 		got = scrape(t, "http://"+addr+"/metrics")
@@ -143,7 +147,7 @@ func TestOps_metrics_count_a_known_mix(t *testing.T) {
 			}
 		}
 		return true
-	}, 10*time.Second, 200*time.Millisecond, "metrics")
+	}, 20*time.Second, 200*time.Millisecond, "metrics")
 	for k, v := range want {
 		assert.Equal(t, v, got[k], k)
 	}
@@ -171,6 +175,8 @@ func scrape(t *testing.T, url string) map[string]float64 {
 			switch {
 			case m.GetCounter() != nil:
 				out[series] = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				out[series] = m.GetGauge().GetValue()
 			case m.GetHistogram() != nil:
 				out[strings.Replace(series, name, name+"_count", 1)] = float64(m.GetHistogram().GetSampleCount())
 			}

@@ -195,6 +195,7 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 	if sweeps := s.sweeps(opts); len(sweeps) > 0 {
 		background.Go(func() { s.sweep(bgCtx, pub, opts.Now, sweeps) })
 	}
+	counts.Register(append(ownership(scheduler, fanin), newQueueDepths(s, served))...)
 	stopOps, err := s.serveOps(&probe{serving: ctx, svc: s, served: served, router: r, scheduler: scheduler}, counts)
 	if err != nil {
 		return err

@@ -179,6 +179,19 @@ func (s *Subscriber) Close() error {
 	return nil
 }
 
+// Held counts the shard leases this instance reads now, over every table.
+func (s *Subscriber) Held() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, st := range s.streams {
+		st.mu.Lock()
+		n += len(st.workers)
+		st.mu.Unlock()
+	}
+	return n
+}
+
 // TrimmedCount counts the gaps of trimmed records met so far (see
 // SubscriberConfig.OnTrimmed).
 func (s *Subscriber) TrimmedCount() int64 { return s.trimmed.Load() }
