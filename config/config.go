@@ -140,8 +140,8 @@ type Config struct {
 	// LogFormat is text or json (one object per line, for a log
 	// collector). TRANSIT_LOG_FORMAT, --log-format; default text.
 	LogFormat string
-	// HTTPAddr is where serve answers /healthz and /readyz; "off" (or
-	// empty) serves nothing. TRANSIT_HTTP_ADDR, --http-addr; default :9090.
+	// HTTPAddr is where serve answers /healthz, /readyz and /metrics;
+	// "off" serves nothing. TRANSIT_HTTP_ADDR, --http-addr; default :9090.
 	HTTPAddr string
 }
 
@@ -390,7 +390,8 @@ func (c *Config) Validate() error {
 		bad("TRANSIT_LOG_FORMAT", "log-format", "%q, want text or json", c.LogFormat)
 	}
 	if c.HTTPAddr != "" && c.HTTPAddr != HTTPOff {
-		if _, port, err := net.SplitHostPort(c.HTTPAddr); err != nil || port == "" {
+		_, port, err := net.SplitHostPort(c.HTTPAddr)
+		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
 			bad("TRANSIT_HTTP_ADDR", "http-addr", "%q is not host:port, such as :9090 or 127.0.0.1:9090", c.HTTPAddr)
 		}
 	}

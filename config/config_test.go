@@ -296,6 +296,7 @@ func TestValidate_names_the_broken_setting(t *testing.T) {
 		{Name: "log_level_empty", ModifyValidConfig: func(c *config.Config) { c.LogLevel = "" }, WantEnv: "TRANSIT_LOG_LEVEL"},
 		{Name: "log_format_unknown", ModifyValidConfig: func(c *config.Config) { c.LogFormat = "xml" }, WantEnv: "TRANSIT_LOG_FORMAT"},
 		{Name: "http_addr_without_port", ModifyValidConfig: func(c *config.Config) { c.HTTPAddr = "localhost" }, WantEnv: "TRANSIT_HTTP_ADDR"},
+		{Name: "http_addr_port_out_of_range", ModifyValidConfig: func(c *config.Config) { c.HTTPAddr = ":99999" }, WantEnv: "TRANSIT_HTTP_ADDR"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.Name, func(t *testing.T) {

@@ -37,9 +37,9 @@ func New() *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
 		received: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transit_messages_received_total",
-			Help: "Message deliveries taken by a handler, redeliveries included."}, byType),
+			Help: "Message deliveries taken by a handler, redeliveries included, counted as each ends."}, byType),
 		handled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transit_messages_handled_total",
-			Help: "Deliveries whose handler succeeded: applied, replayed or rejected."}, byType),
+			Help: "Deliveries whose handler succeeded: applied, replayed or rejected. A delivery whose produced messages then fail to publish is nacked and counted again when redelivered."}, byType),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transit_messages_failed_total",
 			Help: "Deliveries whose in-process retries ran out; nacked, SQS delivers them again."}, byType),
 		retried: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transit_messages_retried_total",
@@ -75,6 +75,7 @@ type delivery struct {
 	attempts int
 	poisoned bool
 	reasons  map[messages.Type]string
+	decoded  messages.Type
 }
 
 type deliveryKey struct{}
@@ -84,22 +85,24 @@ type deliveryKey struct{}
 // latency. Attempts, inside every retry, tells it what each attempt did.
 func (m *Metrics) Deliveries(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
-		domain, typ := labels(msg)
-		m.received.WithLabelValues(domain, typ).Inc()
 		d := &delivery{}
 		msg.SetContext(context.WithValue(msg.Context(), deliveryKey{}, d))
 		start := time.Now()
 		out, err := h(msg)
-		m.latency.WithLabelValues(domain, typ).Observe(time.Since(start).Seconds())
 		d.mu.Lock()
 		defer d.mu.Unlock()
+		// Counted as it ends, under the type the handler decoded (a
+		// producer may send the envelope without the type attribute).
+		domain, typ := labels(msg, d.decoded)
+		m.received.WithLabelValues(domain, typ).Inc()
+		m.latency.WithLabelValues(domain, typ).Observe(time.Since(start).Seconds())
 		if d.attempts > 1 {
 			m.retried.WithLabelValues(domain, typ).Add(float64(d.attempts - 1))
 		}
 		switch {
-		case d.poisoned:
+		case d.poisoned && err == nil: // in the DLQ, acked
 			m.poisoned.WithLabelValues(domain, typ).Inc()
-		case err != nil:
+		case err != nil: // nacked: retries ran out, or the DLQ refused it
 			m.failed.WithLabelValues(domain, typ).Inc()
 		default:
 			m.handled.WithLabelValues(domain, typ).Inc()
@@ -115,21 +118,33 @@ func (m *Metrics) Deliveries(h message.HandlerFunc) message.HandlerFunc {
 // notes whether it failed for good (permanent says which errors are).
 func Attempts(permanent func(error) bool) message.HandlerMiddleware {
 	return func(h message.HandlerFunc) message.HandlerFunc {
-		return func(msg *message.Message) ([]*message.Message, error) {
-			out, err := h(msg)
+		return func(msg *message.Message) (out []*message.Message, err error) {
 			if d, ok := msg.Context().Value(deliveryKey{}).(*delivery); ok {
-				d.mu.Lock()
-				d.attempts++
-				d.poisoned = err != nil && permanent(err)
-				d.mu.Unlock()
+				// Deferred: an attempt that panics counts too (Recoverer,
+				// outside, turns it into an error that is retried).
+				defer func() {
+					d.mu.Lock()
+					d.attempts++
+					d.poisoned = err != nil && permanent(err)
+					d.mu.Unlock()
+				}()
 			}
-			return out, err
+			return h(msg)
 		}
 	}
 }
 
+// Decoded notes, in a handler, the type of the command it decoded.
+func Decoded(ctx context.Context, t messages.Type) {
+	if d, ok := ctx.Value(deliveryKey{}).(*delivery); ok {
+		d.mu.Lock()
+		d.decoded = t
+		d.mu.Unlock()
+	}
+}
+
 // Rejected notes, in a handler, that the command was refused with reason;
-// the delivery's outcome counts it once it is acked.
+// it is counted with the delivery's outcome once the handler succeeded.
 func Rejected(ctx context.Context, t messages.Type, reason string) {
 	if d, ok := ctx.Value(deliveryKey{}).(*delivery); ok {
 		d.mu.Lock()
@@ -141,12 +156,15 @@ func Rejected(ctx context.Context, t messages.Type, reason string) {
 	}
 }
 
-// labels are a delivery's domain (from its handler's name) and type; a
-// type outside the catalogue is "unknown", so a producer cannot grow the
-// label set.
-func labels(msg *message.Message) (domain, typ string) {
+// labels are a delivery's domain (from its handler's name) and type (as
+// decoded, else its type attribute); a type outside the catalogue is
+// "unknown", so a producer cannot grow the label set.
+func labels(msg *message.Message, decoded messages.Type) (domain, typ string) {
 	domain = strings.TrimSuffix(message.HandlerNameFromCtx(msg.Context()), "-commands")
-	t := messages.Type(msg.Metadata.Get(messages.TypeAttribute))
+	t := decoded
+	if t == "" {
+		t = messages.Type(msg.Metadata.Get(messages.TypeAttribute))
+	}
 	if !messages.IsCommand(t) && !messages.IsEvent(t) {
 		return domain, "unknown"
 	}

@@ -152,6 +152,7 @@ func handle(d messages.Domain, h Handler, timeout time.Duration) message.Handler
 		if err != nil {
 			return nil, err
 		}
+		metrics.Decoded(msg.Context(), cmd.Type)
 		if got, _ := messages.DomainOf(cmd.Type); got != d {
 			return nil, &messages.InvalidError{Field: "type", Reason: fmt.Sprintf("%s is not a %s command", cmd.Type, d)}
 		}

@@ -47,7 +47,7 @@ type harness struct {
 
 // newHarness runs the real middleware chain and codec on the in-memory
 // pub/sub: what router.New and router.Register build, minus AWS.
-func newHarness(t *testing.T, h *scriptedHandler) *harness {
+func newHarness(t *testing.T, h *scriptedHandler, configure ...func(*router.Config)) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	logger := watermill.NopLogger{}
@@ -57,6 +57,9 @@ func newHarness(t *testing.T, h *scriptedHandler) *harness {
 		CommandTimeout: time.Second,
 		CloseTimeout:   time.Second,
 		Retry:          middleware.Retry{MaxRetries: 3, InitialInterval: time.Millisecond, Multiplier: 2},
+	}
+	for _, c := range configure {
+		c(&cfg)
 	}
 	out, err := ps.Subscribe(ctx, transport.ByType)
 	require.NoError(t, err)

@@ -60,6 +60,10 @@ func (p *probe) ready(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if time.Since(p.checked) >= reachableFor {
+		// Not the probe's own context: a prober that gave up must not
+		// leave "context canceled" cached as the answer.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+		defer cancel()
 		p.last, p.checked = p.reachable(ctx), time.Now()
 	}
 	return p.last
@@ -124,9 +128,7 @@ func (s *Service) serveOps(p *probe, counts *metrics.Metrics) (stop func(), err 
 	})
 	mux.Handle("GET /metrics", counts.Handler())
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
-		defer cancel()
-		if err := p.ready(ctx); err != nil {
+		if err := p.ready(r.Context()); err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
@@ -142,7 +144,9 @@ func (s *Service) serveOps(p *probe, counts *metrics.Metrics) (stop func(), err 
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(ctx)
+		if srv.Shutdown(ctx) != nil {
+			_ = srv.Close()
+		}
 	}, nil
 }
 

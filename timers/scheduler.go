@@ -147,9 +147,9 @@ func (s *Scheduler) heldVersion(shard int) (int64, bool) {
 
 func (s *Scheduler) lookahead() time.Duration { return 2 * s.cfg.PollInterval }
 
-// Balanced reports whether a balance round (read every shard record,
-// renew, claim or hand back) succeeded within the last lease: the shards
-// this instance should serve are claimed.
+// Balanced reports whether a balance round read every shard record
+// within the last lease: the scheduler reaches its table. A renewal or
+// claim refused in that round is logged, and does not count against it.
 func (s *Scheduler) Balanced() bool {
 	return time.Since(time.Unix(0, s.balanced.Load())) < s.cfg.Lease
 }

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
+
+	"transit/config"
 )
 
 // runProbe asks a running serve whether it is alive or ready, for a
@@ -14,7 +17,12 @@ import (
 // distroless): exit 0 when it answers 200.
 func runProbe(ctx context.Context, args []string) error {
 	fs := newFlagSet("probe")
-	addr := fs.String("addr", "127.0.0.1:9090", "serve's TRANSIT_HTTP_ADDR")
+	def := "127.0.0.1:9090"
+	// The container's own setting, so a health check follows it.
+	if v := os.Getenv("TRANSIT_HTTP_ADDR"); v != "" && v != config.HTTPOff {
+		def = v
+	}
+	addr := fs.String("addr", def, "serve's TRANSIT_HTTP_ADDR [$TRANSIT_HTTP_ADDR]")
 	ready := fs.Bool("ready", false, "ask /readyz (default /healthz)")
 	if err := fs.Parse(args); err != nil {
 		return err
