@@ -161,10 +161,13 @@ type queueDepths struct {
 	mu      sync.Mutex
 	sampled time.Time
 	last    []prometheus.Metric
+	// urls caches each queue's URL: it follows from the name, so one
+	// GetQueueUrl per queue for the process's life, not per sample.
+	urls map[string]*string
 }
 
 func newQueueDepths(s *Service, served map[messages.Domain]bool) *queueDepths {
-	return &queueDepths{svc: s, served: served, desc: prometheus.NewDesc("transit_queue_messages",
+	return &queueDepths{svc: s, served: served, urls: map[string]*string{}, desc: prometheus.NewDesc("transit_queue_messages",
 		"Messages in a domain's command queue or DLQ, from SQS's approximate counts: visible, or in flight (received, not yet deleted).",
 		[]string{"domain", "queue", "state"}, nil)}
 }
@@ -194,11 +197,16 @@ func (q *queueDepths) sample(ctx context.Context) []prometheus.Metric {
 			continue
 		}
 		for kind, name := range map[string]string{"commands": s.Stack.CommandQueue(d), "dlq": s.Stack.DeadLetterQueue(d)} {
-			url, err := s.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
-			if err != nil {
-				continue
+			url, ok := q.urls[name]
+			if !ok {
+				got, err := s.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+				if err != nil {
+					continue
+				}
+				url = got.QueueUrl
+				q.urls[name] = url
 			}
-			attrs, err := s.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: url.QueueUrl,
+			attrs, err := s.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: url,
 				AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
 			if err != nil {
 				continue
