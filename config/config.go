@@ -148,6 +148,10 @@ type Config struct {
 // HTTPOff turns the ops endpoints off (HTTPAddr).
 const HTTPOff = "off"
 
+// OpsServed says serve answers on HTTPAddr: "off" or unset serve
+// nothing, and then no metrics are kept, since nothing could read them.
+func (c Config) OpsServed() bool { return c.HTTPAddr != "" && c.HTTPAddr != HTTPOff }
+
 // Environments (Env).
 const (
 	EnvProduction  = "production"
@@ -389,7 +393,7 @@ func (c *Config) Validate() error {
 	default:
 		bad("TRANSIT_LOG_FORMAT", "log-format", "%q, want text or json", c.LogFormat)
 	}
-	if c.HTTPAddr != "" && c.HTTPAddr != HTTPOff {
+	if c.OpsServed() {
 		_, port, err := net.SplitHostPort(c.HTTPAddr)
 		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
 			bad("TRANSIT_HTTP_ADDR", "http-addr", "%q is not host:port, such as :9090 or 127.0.0.1:9090", c.HTTPAddr)

@@ -48,6 +48,8 @@ type Timer struct {
 	shards timerShards
 	caller timerCaller
 	now    func() time.Time
+	// late observes how late each callback is called (WithLateness).
+	late func(time.Duration)
 }
 
 // NewTimer returns the timer handler.
@@ -55,7 +57,14 @@ func NewTimer(st timerStore, shards timerShards, caller timerCaller, now func() 
 	if st == nil || shards == nil || caller == nil || now == nil {
 		panic("handlers: NewTimer needs a store, shards, a caller and a clock")
 	}
-	return &Timer{store: st, shards: shards, caller: caller, now: now}
+	return &Timer{store: st, shards: shards, caller: caller, now: now, late: func(time.Duration) {}}
+}
+
+// WithLateness has observe told, as each callback is called, how long
+// after its execute_at that is.
+func (h *Timer) WithLateness(observe func(late time.Duration)) *Timer {
+	h.late = observe
+	return h
 }
 
 // Handle applies one timer command.
@@ -80,6 +89,8 @@ func (h *Timer) create(ctx context.Context, c store.Cmd, p *messages.TimerCreate
 	if err != nil {
 		return nil, err
 	}
+	// Its firings join this command's chain.
+	t.CorrelationID, t.CreatedBy = c.CorrelationID, c.ID
 	var ref store.TimerRef
 	err = h.atVersion(ctx, shard, func(v int64) (err error) {
 		ref, err = h.store.CreateTimer(ctx, c, v, t)
@@ -156,6 +167,7 @@ func (h *Timer) due(ctx context.Context, c store.Cmd, p *messages.TimerDuePayloa
 		return nil, err
 	}
 	callCtx, cancel := context.WithDeadline(ctx, deadline.Add(-finishReserve))
+	h.late(h.now().Sub(t.ExecuteAt.Time))
 	answer, cerr := h.caller.Call(callCtx, t)
 	cancel()
 	at := h.now()
@@ -204,9 +216,10 @@ func firingEvents(f store.Firing) []messages.Out {
 // (a sandbox's expiry, a lease running out). The command's ID derives
 // from c and key, so a redelivery of c arms the same timer with the same
 // command; the timer is named timerID, so a later one of that name
-// replaces it.
+// replaces it. The command is in c's chain, caused by c.
 func commandTimer(c store.Cmd, decided time.Time, queue, timerID, group, key string, at time.Time, t messages.Type, payload any) (messages.Out, error) {
-	cmd, err := messages.NewCommand(messages.DerivedID(c.ID, t, key), t, payload, decided)
+	cmd, err := messages.NewCommand(messages.DerivedID(c.ID, t, key), t, payload, decided,
+		messages.Cause{CorrelationID: c.CorrelationID, CausationID: c.ID})
 	if err != nil {
 		return messages.Out{}, err
 	}

@@ -60,7 +60,7 @@ const (
 var timerAttrs = []string{
 	"shard_id", "sort_key", "row_type", "timer_execute_at", "timer_execute_at_with_uuid", "timer_uuid", "timer_id",
 	"timer_group_id", "timer_callback_url", "timer_payload", "timer_retry_policy", "timer_callback_timeout_seconds",
-	"timer_created_at", "timer_attempts", "timer_first_execute_at",
+	"timer_created_at", "timer_attempts", "timer_first_execute_at", "timer_correlation_id", "timer_created_by",
 }
 
 // timerDue are the attributes a retry or a rescheduling moves.

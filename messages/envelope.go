@@ -45,7 +45,11 @@ type Command struct {
 	ID            string
 	Type          Type
 	CorrelationID string
-	OccurredAt    time.Time
+	// CausationID is the ID of the message that caused this command
+	// (the envelope's causation_id); empty for a command a producer
+	// started on its own.
+	CausationID string
+	OccurredAt  time.Time
 	// Payload is a pointer to the type's payload struct, e.g. *SandboxAllocate.
 	Payload any
 }
@@ -144,11 +148,17 @@ func Decode(body []byte, meta Meta) (Command, error) {
 	if err := checkID("correlation_id", env.CorrelationID); err != nil {
 		return Command{}, err
 	}
+	if checkText("causation_id", env.CausationID, MaxIDLength) != nil {
+		// Only a trace reads it: a command is not refused for it, the
+		// chain just loses the link.
+		env.CausationID = ""
+	}
 	payload, err := decodePayload(env.Type, spec, env.Payload)
 	if err != nil {
 		return Command{}, err
 	}
-	return Command{ID: env.ID, Type: env.Type, CorrelationID: env.CorrelationID, OccurredAt: env.OccurredAt, Payload: payload}, nil
+	return Command{ID: env.ID, Type: env.Type, CorrelationID: env.CorrelationID, CausationID: env.CausationID,
+		OccurredAt: env.OccurredAt, Payload: payload}, nil
 }
 
 // envelopeMembers are the envelope's JSON members.
@@ -267,8 +277,29 @@ func Encode(cause Command, out Out) (id string, body []byte, err error) {
 	return id, body, nil
 }
 
-// NewCommand builds the body of a command a producer sends.
-func NewCommand(id string, t Type, payload any, now time.Time) ([]byte, error) {
+// Cause places a command in the chain of the one that caused it, when
+// that chain passes through something other than a handler's output: a
+// durable timer, say.
+type Cause struct {
+	// CorrelationID is the chain's; empty starts a chain of the
+	// command's own.
+	CorrelationID string
+	// CausationID is the ID of the command that caused it.
+	CausationID string
+}
+
+// CorrelationOf is the correlation ID of command id under its cause (at
+// most one): the chain's, or the command's own ID when it names none.
+func CorrelationOf(id string, cause ...Cause) string {
+	if len(cause) == 0 || cause[0].CorrelationID == "" {
+		return id
+	}
+	return cause[0].CorrelationID
+}
+
+// NewCommand builds the body of a command a producer sends. Without a
+// cause (at most one is read) the command starts its own correlation.
+func NewCommand(id string, t Type, payload any, now time.Time, cause ...Cause) ([]byte, error) {
 	if !IsCommand(t) {
 		return nil, fmt.Errorf("%q is not a command type", t)
 	}
@@ -276,7 +307,11 @@ func NewCommand(id string, t Type, payload any, now time.Time) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode %s payload: %w", t, err)
 	}
-	return json.Marshal(Envelope{ID: id, Type: t, CorrelationID: id, OccurredAt: now.UTC(), Schema: Schema, Payload: raw})
+	env := Envelope{ID: id, Type: t, CorrelationID: CorrelationOf(id, cause...), OccurredAt: now.UTC(), Schema: Schema, Payload: raw}
+	if len(cause) > 0 {
+		env.CausationID = cause[0].CausationID
+	}
+	return json.Marshal(env)
 }
 
 // InvalidError reports a message that can never be processed: malformed,

@@ -251,6 +251,37 @@ func TestNewCommand_round_trips_through_decode(t *testing.T) {
 	assert.Equal(t, &messages.SandboxMarkDeletionPayload{SandboxID: sandboxID, TrackID: "track-1"}, cmd.Payload)
 }
 
+// TestNewCommand_joins_its_cause_chain: a command built with a cause (a
+// timer's embedded command) carries the cause's correlation and names it
+// as causation, and Decode hands both on; without one it starts its own.
+func TestNewCommand_joins_its_cause_chain(t *testing.T) {
+	body, err := messages.NewCommand("cmd-8", messages.SandboxExpire, messages.SandboxExpirePayload{SandboxID: uuid.NewString()}, time.Now(),
+		messages.Cause{CorrelationID: "corr-1", CausationID: "cmd-1"})
+	require.NoError(t, err)
+	cmd, err := messages.Decode(body, messages.Meta{})
+	require.NoError(t, err)
+	assert.Equal(t, "cmd-8", cmd.ID)
+	assert.Equal(t, "corr-1", cmd.CorrelationID)
+	assert.Equal(t, "cmd-1", cmd.CausationID)
+
+	body, err = messages.NewCommand("cmd-9", messages.SandboxExpire, messages.SandboxExpirePayload{}, time.Now(), messages.Cause{})
+	require.NoError(t, err)
+	cmd, err = messages.Decode(body, messages.Meta{})
+	require.NoError(t, err)
+	assert.Equal(t, "cmd-9", cmd.CorrelationID, "no correlation in the cause: its own")
+	assert.Empty(t, cmd.CausationID)
+}
+
+// TestDecode_drops_an_unusable_causation: a causation_id too long or with
+// control characters loses the link, not the command.
+func TestDecode_drops_an_unusable_causation(t *testing.T) {
+	for _, causation := range []string{strings.Repeat("c", messages.MaxIDLength+1), `c\u0000`} {
+		cmd, err := messages.Decode([]byte(`{"id":"cmd-1","type":"sandbox.allocate","causation_id":"`+causation+`","payload":{"track_id":"track-1"}}`), messages.Meta{})
+		require.NoError(t, err)
+		assert.Empty(t, cmd.CausationID)
+	}
+}
+
 func TestNewCommand_rejects_unknown_type(t *testing.T) {
 	_, err := messages.NewCommand("cmd-1", "sandbox.explode", struct{}{}, time.Now())
 	require.Error(t, err)

@@ -1,5 +1,7 @@
-// Package metrics is transit's Prometheus instrumentation: what each
-// command delivery came to, by domain and type, served on /metrics.
+// Package metrics is transit's Prometheus instrumentation, served on
+// /metrics: what each command delivery came to, by domain and type; the
+// process's AWS calls (Calls); and what an instance holds (State). Every
+// series transit serves is defined here (docs/deploy.md lists them).
 package metrics
 
 import (
@@ -29,6 +31,7 @@ type Metrics struct {
 	poisoned *prometheus.CounterVec
 	rejected *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	lateness prometheus.Histogram
 }
 
 // New registers every collector, with the Go runtime's and the process's.
@@ -51,15 +54,22 @@ func New() *Metrics {
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "transit_handler_duration_seconds",
 			Help:    "Time from a delivery's first attempt to its outcome, retries included.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, byType),
+		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "transit_timer_firing_lateness_seconds",
+			Help:    "Time from a timer's execute_at to the moment its callback is called, retries of a failed callback from their own due time.",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}}),
 	}
 	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.received, m.handled, m.failed, m.retried, m.poisoned, m.rejected, m.latency)
+		m.received, m.handled, m.failed, m.retried, m.poisoned, m.rejected, m.latency, m.lateness)
 	return m
 }
 
-// Register adds collectors of the process's state (owned shards, queue
-// depths), which their owners define.
-func (m *Metrics) Register(cs ...prometheus.Collector) { m.registry.MustRegister(cs...) }
+// Register adds the counts of the process's AWS calls, kept across
+// Serves.
+func (m *Metrics) Register(calls *Calls) { m.registry.MustRegister(calls) }
+
+// FiringLate observes how late a timer's callback is called: late is the
+// time since its execute_at, none when an instance's clock runs behind.
+func (m *Metrics) FiringLate(late time.Duration) { m.lateness.Observe(max(late, 0).Seconds()) }
 
 // Handler serves the registry in Prometheus's text format.
 func (m *Metrics) Handler() http.Handler {
@@ -156,11 +166,18 @@ func Rejected(ctx context.Context, t messages.Type, reason string) {
 	}
 }
 
+// Domain is the domain of the delivery handled in ctx, from its handler's
+// name: a command queue's handler is <domain>-commands, a fan-in's
+// fan-in-<table>.
+func Domain(ctx context.Context) string {
+	return strings.TrimSuffix(message.HandlerNameFromCtx(ctx), "-commands")
+}
+
 // labels are a delivery's domain (from its handler's name) and type (as
 // decoded, else its type attribute); a type outside the catalogue is
 // "unknown", so a producer cannot grow the label set.
 func labels(msg *message.Message, decoded messages.Type) (domain, typ string) {
-	domain = strings.TrimSuffix(message.HandlerNameFromCtx(msg.Context()), "-commands")
+	domain = Domain(msg.Context())
 	t := decoded
 	if t == "" {
 		t = messages.Type(msg.Metadata.Get(messages.TypeAttribute))

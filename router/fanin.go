@@ -5,14 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
-	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"go.opentelemetry.io/otel/trace"
 
 	"transit/messages"
 	"transit/store"
 	"transit/streams"
+	"transit/tracing"
 	"transit/transport"
 )
 
@@ -153,21 +155,25 @@ func (r StreamRule) command(rec streams.Record) (*message.Message, error) {
 // the rules about it. The commands are validated where they are handled,
 // so a rule that copies the wrong fields dead-letters its commands there,
 // with the reason.
-func RegisterFanIn(r *message.Router, table, logical string, sub message.Subscriber, pub message.Publisher, rules []StreamRule, logger watermill.LoggerAdapter) {
+func RegisterFanIn(r *message.Router, table, logical string, sub message.Subscriber, pub message.Publisher, rules []StreamRule, log *slog.Logger) {
 	var mine []StreamRule
 	for _, rule := range rules {
 		if rule.Table == logical {
 			mine = append(mine, rule)
 		}
 	}
-	r.AddHandler("fan-in-"+logical, table, sub, transport.ByType, pub, func(msg *message.Message) ([]*message.Message, error) {
+	r.AddHandler("fan-in-"+logical, table, sub, transport.ByType, loggedPublisher{pub, log}, func(msg *message.Message) ([]*message.Message, error) {
+		// The delivery's span (router.New), a root one since a record
+		// carries no trace context, is a stream record's; the commands
+		// produced publish as its children.
+		trace.SpanFromContext(msg.Context()).SetAttributes(tracing.DynamoDBStreams)
 		var rec streams.Record
 		dec := json.NewDecoder(bytes.NewReader(msg.Payload))
 		dec.UseNumber() // keep every digit of DynamoDB numbers
 		if err := dec.Decode(&rec); err != nil {
 			// A record the stream subscriber wrote and cannot be read back is
 			// a bug: retrying cannot help, and holding the shard would stop it.
-			logger.Error("Stream record not decodable; skipped", err, watermill.LogFields{"message_uuid": msg.UUID})
+			deliveryLogger(msg.Context(), log).Error("stream record not decodable; skipped", "error", err)
 			return nil, nil
 		}
 		var out []*message.Message

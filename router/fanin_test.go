@@ -3,6 +3,7 @@ package router_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -48,7 +49,7 @@ func fanIn(t *testing.T, rules []router.StreamRule, records []streams.Record) []
 	r, err := message.NewRouter(message.RouterConfig{}, logger)
 	require.NoError(t, err)
 	const table = "test-Layers"
-	router.RegisterFanIn(r, table, store.Layers.Name, stream, commands, rules, logger)
+	router.RegisterFanIn(r, table, store.Layers.Name, stream, commands, rules, slog.Default())
 	go func() { _ = r.Run(ctx) }()
 	<-r.Running()
 

@@ -15,10 +15,12 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"go.opentelemetry.io/otel/trace"
 
 	"transit/messages"
 	"transit/metrics"
 	"transit/store"
+	"transit/tracing"
 	"transit/transport"
 )
 
@@ -43,23 +45,40 @@ type Config struct {
 	// to return once the subscribers are closed. The drain before it is
 	// Shutdown's.
 	CloseTimeout time.Duration
-	// Log gets a warning for every message sent to a DLQ, so an operator
-	// sees poison without reading the DLQ. Default slog.Default().
+	// Log gets the lines about messages: a warning for every message
+	// sent to a DLQ (an operator sees poison without reading the DLQ),
+	// retries and failed deliveries. Default slog.Default().
 	Log *slog.Logger
 	// Metrics, when set, counts what every delivery came to.
 	Metrics *metrics.Metrics
+	// Tracing, when it records, runs every delivery in a span
+	// (tracing.Consume).
+	Tracing trace.TracerProvider
+}
+
+func (c Config) log() *slog.Logger {
+	if c.Log == nil {
+		return slog.Default()
+	}
+	return c.Log
 }
 
 // New returns a router whose middleware retries transient failures and
 // recovers panics; Register adds each domain's handler and its DLQ.
 func New(cfg Config, logger watermill.LoggerAdapter) (*message.Router, error) {
-	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: cfg.CloseTimeout}, logger)
+	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: cfg.CloseTimeout}, quietRouterLog{logger})
 	if err != nil {
 		return nil, err
 	}
 	retry := cfg.Retry
 	retry.Logger = logger
 	retry.ShouldRetry = func(p middleware.RetryParams) bool { return !Permanent(p.Err) }
+	if tracing.Enabled(cfg.Tracing) {
+		// Outermost: one span per delivery, over every attempt and the
+		// DLQ path; its log lines and its AWS calls run in it.
+		r.AddMiddleware(tracing.Consume(cfg.Tracing))
+	}
+	r.AddMiddleware(logged(cfg.log()))
 	if cfg.Metrics != nil {
 		// Outside the retries: one count per delivery.
 		r.AddMiddleware(cfg.Metrics.Deliveries)
@@ -67,7 +86,7 @@ func New(cfg Config, logger watermill.LoggerAdapter) (*message.Router, error) {
 	r.AddMiddleware(
 		// Transient failures (throttling, timeouts, 5xx) get a few quick
 		// attempts before the message goes back to SQS.
-		retry.Middleware,
+		retrying(retry),
 		// A panic becomes an error with its stack, retried like any other.
 		middleware.Recoverer,
 	)
@@ -78,14 +97,15 @@ func New(cfg Config, logger watermill.LoggerAdapter) (*message.Router, error) {
 // queue through sub.
 func Register(r *message.Router, cfg Config, d messages.Domain, sub message.Subscriber, pub message.Publisher, h Handler) error {
 	// The handler name is an identifier: it is recorded on dead letters.
-	handler := r.AddHandler(string(d)+"-commands", cfg.Stack.CommandQueue(d), sub, transport.ByType, pub, handle(d, h, cfg.CommandTimeout))
+	handler := r.AddHandler(string(d)+"-commands", cfg.Stack.CommandQueue(d), sub, transport.ByType,
+		loggedPublisher{pub, cfg.log()}, handle(d, h, cfg.CommandTimeout))
 	// Innermost: a permanent failure goes to the DLQ at once with its
 	// reason and the message is acked, so the queue keeps flowing.
 	poison, err := middleware.PoisonQueueWithFilter(transport.DeadLetters(pub), cfg.Stack.DeadLetterQueue(d), Permanent)
 	if err != nil {
 		return fmt.Errorf("register %s: %w", d, err)
 	}
-	handler.AddMiddleware(poison, warnPoison(cfg.Log, d))
+	handler.AddMiddleware(poison, warnPoison(cfg.log()))
 	if cfg.Metrics != nil {
 		handler.AddMiddleware(metrics.Attempts(Permanent))
 	}
@@ -124,17 +144,12 @@ func Shutdown(r *message.Router, drainTimeout time.Duration, drainers ...Drainer
 }
 
 // warnPoison logs, at WARN, why a message is about to be dead-lettered.
-func warnPoison(log *slog.Logger, d messages.Domain) message.HandlerMiddleware {
-	if log == nil {
-		log = slog.Default()
-	}
+func warnPoison(log *slog.Logger) message.HandlerMiddleware {
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
 			out, err := h(msg)
 			if err != nil && Permanent(err) {
-				log.Warn("poison message sent to the DLQ", "domain", d, "message_id", msg.UUID,
-					"type", msg.Metadata.Get(messages.TypeAttribute),
-					"correlation_id", msg.Metadata.Get(messages.CorrelationAttribute), "reason", err.Error())
+				deliveryLogger(msg.Context(), log).Warn("poison message sent to the DLQ", "reason", err.Error())
 			}
 			return out, err
 		}
@@ -153,6 +168,7 @@ func handle(d messages.Domain, h Handler, timeout time.Duration) message.Handler
 			return nil, err
 		}
 		metrics.Decoded(msg.Context(), cmd.Type)
+		noteDecoded(msg.Context(), cmd)
 		if got, _ := messages.DomainOf(cmd.Type); got != d {
 			return nil, &messages.InvalidError{Field: "type", Reason: fmt.Sprintf("%s is not a %s command", cmd.Type, d)}
 		}

@@ -50,7 +50,7 @@ type harness struct {
 func newHarness(t *testing.T, h *scriptedHandler, configure ...func(*router.Config)) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	logger := watermill.NopLogger{}
+	var logger watermill.LoggerAdapter = watermill.NopLogger{}
 	ps := gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 16}, logger)
 	cfg := router.Config{
 		Stack:          transport.Stack{Prefix: "test"},
@@ -60,6 +60,9 @@ func newHarness(t *testing.T, h *scriptedHandler, configure ...func(*router.Conf
 	}
 	for _, c := range configure {
 		c(&cfg)
+	}
+	if cfg.Log != nil {
+		logger = watermill.NewSlogLogger(cfg.Log)
 	}
 	out, err := ps.Subscribe(ctx, transport.ByType)
 	require.NoError(t, err)

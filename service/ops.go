@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -15,10 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"transit/config"
 	"transit/messages"
 	"transit/metrics"
 	"transit/store"
@@ -112,12 +108,14 @@ func (p *probe) reachable(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// serveOps answers /healthz (the process is alive), /readyz and /metrics
-// on TRANSIT_HTTP_ADDR until stop is called; nothing when it is off.
-func (s *Service) serveOps(p *probe, counts *metrics.Metrics) (stop func(), err error) {
-	if s.Config.HTTPAddr == "" || s.Config.HTTPAddr == config.HTTPOff {
+// serveOps answers /healthz (the process is alive), /readyz, /metrics and
+// /status (the last minute's counts, for `transit status`) on
+// TRANSIT_HTTP_ADDR until stop is called; nothing when it is off.
+func (s *Service) serveOps(p *probe, counts *metrics.Metrics, state metrics.State) (stop func(), err error) {
+	if !s.Config.OpsServed() {
 		return func() {}, nil
 	}
+	counts.Watch(state)
 	ln, err := net.Listen("tcp", s.Config.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("TRANSIT_HTTP_ADDR (--http-addr): %w", err)
@@ -127,6 +125,8 @@ func (s *Service) serveOps(p *probe, counts *metrics.Metrics) (stop func(), err 
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("GET /metrics", counts.Handler())
+	window := newCountWindow(counts.Gatherer())
+	mux.Handle("GET /status", window)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := p.ready(r.Context()); err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
@@ -135,13 +135,16 @@ func (s *Service) serveOps(p *probe, counts *metrics.Metrics) (stop func(), err 
 		fmt.Fprintln(w, "ready")
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	sampling, stopSampling := context.WithCancel(context.Background())
+	go window.run(sampling)
 	go func() {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			s.Logger.Error("ops server stopped", "addr", s.Config.HTTPAddr, "error", err)
 		}
 	}()
-	s.Logger.Info("serving /healthz, /readyz and /metrics", "addr", ln.Addr().String())
+	s.Logger.Info("serving /healthz, /readyz, /metrics and /status", "addr", ln.Addr().String())
 	return func() {
+		stopSampling()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if srv.Shutdown(ctx) != nil {
@@ -150,31 +153,27 @@ func (s *Service) serveOps(p *probe, counts *metrics.Metrics) (stop func(), err 
 	}, nil
 }
 
-// queueDepths is a collector of every served domain's command queue and
-// DLQ depth, read from SQS's approximate counts when scraped, at most
-// every reachableFor: nothing is asked of SQS while nobody scrapes.
+// queueDepths reads every served domain's command queue and DLQ depth
+// from SQS's approximate counts when scraped, at most every reachableFor:
+// nothing is asked of SQS while nobody scrapes.
 type queueDepths struct {
 	svc    *Service
 	served map[messages.Domain]bool
-	desc   *prometheus.Desc
 
 	mu      sync.Mutex
 	sampled time.Time
-	last    []prometheus.Metric
+	last    []metrics.QueueDepth
 	// urls caches each queue's URL: it follows from the name, so one
 	// GetQueueUrl per queue for the process's life, not per sample.
 	urls map[string]*string
 }
 
 func newQueueDepths(s *Service, served map[messages.Domain]bool) *queueDepths {
-	return &queueDepths{svc: s, served: served, urls: map[string]*string{}, desc: prometheus.NewDesc("transit_queue_messages",
-		"Messages in a domain's command queue or DLQ, from SQS's approximate counts: visible, or in flight (received, not yet deleted).",
-		[]string{"domain", "queue", "state"}, nil)}
+	return &queueDepths{svc: s, served: served, urls: map[string]*string{}}
 }
 
-func (q *queueDepths) Describe(ch chan<- *prometheus.Desc) { ch <- q.desc }
-
-func (q *queueDepths) Collect(ch chan<- prometheus.Metric) {
+// depths is the last sample, taken again once it is reachableFor old.
+func (q *queueDepths) depths() []metrics.QueueDepth {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if time.Since(q.sampled) >= reachableFor {
@@ -182,16 +181,14 @@ func (q *queueDepths) Collect(ch chan<- prometheus.Metric) {
 		q.last, q.sampled = q.sample(ctx), time.Now()
 		cancel()
 	}
-	for _, m := range q.last {
-		ch <- m
-	}
+	return q.last
 }
 
 // sample reads every queue's counts; a queue SQS does not answer for is
 // left out of the sample (readiness reports why).
-func (q *queueDepths) sample(ctx context.Context) []prometheus.Metric {
+func (q *queueDepths) sample(ctx context.Context) []metrics.QueueDepth {
 	s := q.svc
-	var out []prometheus.Metric
+	var out []metrics.QueueDepth
 	for _, d := range messages.Domains() {
 		if !q.served[d] {
 			continue
@@ -206,31 +203,24 @@ func (q *queueDepths) sample(ctx context.Context) []prometheus.Metric {
 				url = got.QueueUrl
 				q.urls[name] = url
 			}
-			attrs, err := s.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: url,
-				AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+			visible, inFlight, err := s.queueCounts(ctx, url)
 			if err != nil {
 				continue
 			}
-			for state, attr := range map[string]sqstypes.QueueAttributeName{
-				"visible":   sqstypes.QueueAttributeNameApproximateNumberOfMessages,
-				"in_flight": sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
-			} {
-				n, _ := strconv.ParseFloat(attrs.Attributes[string(attr)], 64)
-				out = append(out, prometheus.MustNewConstMetric(q.desc, prometheus.GaugeValue, n, string(d), kind, state))
-			}
+			out = append(out, metrics.QueueDepth{Domain: d, Queue: kind, State: "visible", Messages: float64(visible)},
+				metrics.QueueDepth{Domain: d, Queue: kind, State: "in_flight", Messages: float64(inFlight)})
 		}
 	}
 	return out
 }
 
-// ownership gauges: the timer shards and stream shard leases this
-// instance holds, read when scraped.
-func ownership(scheduler *timers.Scheduler, fanin *streams.Subscriber) []prometheus.Collector {
-	cs := []prometheus.Collector{prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "transit_stream_leases_owned",
-		Help: "Stream shard leases this instance reads (the fan-in)."}, func() float64 { return float64(fanin.Held()) })}
+// state is what this instance's gauges read when scraped: the stream
+// shards it reads with their lag, the timer shards it serves and the
+// served domains' queue depths.
+func (s *Service) state(served map[messages.Domain]bool, scheduler *timers.Scheduler, fanin *streams.Subscriber) metrics.State {
+	st := metrics.State{StreamShards: fanin.Lags, Queues: newQueueDepths(s, served).depths}
 	if scheduler != nil {
-		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "transit_timer_shards_owned",
-			Help: "Timer shards this instance serves."}, func() float64 { return float64(len(scheduler.Owned())) }))
+		st.TimerShards = func() int { return len(scheduler.Owned()) }
 	}
-	return cs
+	return st
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go/logging"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"transit/config"
 	"transit/handlers"
@@ -41,6 +42,7 @@ import (
 	"transit/store"
 	"transit/streams"
 	"transit/timers"
+	"transit/tracing"
 	"transit/transport"
 )
 
@@ -54,6 +56,17 @@ type Service struct {
 	Stack    transport.Stack
 	Store    *store.Store
 	Logger   *slog.Logger
+	// Calls counts every call the clients built from AWS make, for
+	// /metrics; nil when the ops server is off (config.OpsServed).
+	Calls *metrics.Calls
+	// Tracing receives transit's spans (package tracing). New sets it
+	// from the OTEL_* environment: the no-op provider, recording nothing,
+	// unless OTEL_TRACES_EXPORTER names an exporter. Whoever sets another
+	// (a test) instruments the AWS clients with it too, at New
+	// (tracing.InstrumentAWS).
+	Tracing trace.TracerProvider
+	// flushTraces flushes and stops the provider New set up.
+	flushTraces func(context.Context) error
 
 	resolverMu sync.Mutex
 	resolver   *wmsns.GenerateArnTopicResolver
@@ -78,6 +91,11 @@ func New(ctx context.Context, cfg config.Config, configure ...func(*aws.Config))
 	for _, c := range configure {
 		c(&awsCfg)
 	}
+	var calls *metrics.Calls
+	if cfg.OpsServed() {
+		calls = metrics.NewCalls()
+		calls.Attach(&awsCfg)
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		return nil, fmt.Errorf("TRANSIT_LOG_LEVEL: %w", err)
@@ -93,6 +111,13 @@ func New(ctx context.Context, cfg config.Config, configure ...func(*aws.Config))
 	awsCfg.Logger = logging.LoggerFunc(func(_ logging.Classification, format string, v ...any) {
 		logger.Debug(fmt.Sprintf(format, v...), "source", "aws-sdk")
 	})
+	tp, flushTraces, err := tracing.FromEnv(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if tracing.Enabled(tp) {
+		tracing.InstrumentAWS(&awsCfg, tp)
+	}
 	ddb := dynamodb.NewFromConfig(awsCfg)
 	return &Service{
 		Config:   cfg,
@@ -103,7 +128,17 @@ func New(ctx context.Context, cfg config.Config, configure ...func(*aws.Config))
 		Stack:    transport.Stack{Prefix: cfg.Prefix},
 		Store:    store.New(ddb, cfg.Prefix, store.Retention{Audit: cfg.AuditRetention, DeprecatedLayers: cfg.LayerRetention}),
 		Logger:   logger,
+		Calls:    calls,
+
+		Tracing:     tp,
+		flushTraces: flushTraces,
 	}, nil
+}
+
+// FlushTraces exports the spans not yet sent and stops the exporter New
+// set up from the environment: the last thing serve and send do.
+func (s *Service) FlushTraces(ctx context.Context) error {
+	return s.flushTraces(ctx)
 }
 
 // Provision creates every table, queue and topic of the stack; it is
@@ -162,11 +197,15 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 	if opts.WrapPublisher != nil {
 		out = opts.WrapPublisher(pub)
 	}
-	domains, scheduler, err := s.domainHandlers(ctx, opts, served)
+	var counts *metrics.Metrics // nil: no ops server to read them
+	if s.Config.OpsServed() {
+		counts = metrics.New()
+		counts.Register(s.Calls)
+	}
+	domains, scheduler, err := s.domainHandlers(ctx, opts, served, counts)
 	if err != nil {
 		return err
 	}
-	counts := metrics.New()
 	r, rcfg, err := s.newRouter(logger, counts)
 	if err != nil {
 		return err
@@ -195,8 +234,7 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 	if sweeps := s.sweeps(opts); len(sweeps) > 0 {
 		background.Go(func() { s.sweep(bgCtx, pub, opts.Now, sweeps) })
 	}
-	counts.Register(append(ownership(scheduler, fanin), newQueueDepths(s, served))...)
-	stopOps, err := s.serveOps(&probe{serving: ctx, svc: s, served: served, router: r, scheduler: scheduler}, counts)
+	stopOps, err := s.serveOps(&probe{serving: ctx, svc: s, served: served, router: r, scheduler: scheduler}, counts, s.state(served, scheduler, fanin))
 	if err != nil {
 		return err
 	}
@@ -226,6 +264,7 @@ func (s *Service) serveDefaults(opts ServeOptions) ServeOptions {
 func (s *Service) newRouter(logger watermill.LoggerAdapter, counts *metrics.Metrics) (*message.Router, router.Config, error) {
 	cfg := router.Config{
 		Metrics:        counts,
+		Tracing:        s.Tracing,
 		Stack:          s.Stack,
 		CommandTimeout: s.Config.CommandTimeout,
 		CloseTimeout:   s.Config.DrainTimeout,
@@ -243,7 +282,7 @@ func (s *Service) newRouter(logger watermill.LoggerAdapter, counts *metrics.Metr
 
 // domainHandlers builds the handler of every served domain, and the timer
 // scheduler when timers are served (nil otherwise).
-func (s *Service) domainHandlers(ctx context.Context, opts ServeOptions, served map[messages.Domain]bool) (map[messages.Domain]router.Handler, *timers.Scheduler, error) {
+func (s *Service) domainHandlers(ctx context.Context, opts ServeOptions, served map[messages.Domain]bool, counts *metrics.Metrics) (map[messages.Domain]router.Handler, *timers.Scheduler, error) {
 	domains := map[messages.Domain]router.Handler{}
 	if served[messages.Sandbox] {
 		sandbox := handlers.NewSandbox(s.Store, opts.Provider, opts.Now).WithCleanupPolicy(machine.CleanupPolicy{
@@ -281,7 +320,11 @@ func (s *Service) domainHandlers(ctx context.Context, opts ServeOptions, served 
 	if err != nil {
 		return nil, nil, err
 	}
-	domains[messages.Timer] = handlers.NewTimer(s.Store, scheduler, caller, opts.Now)
+	timer := handlers.NewTimer(s.Store, scheduler, caller, opts.Now)
+	if counts != nil {
+		timer = timer.WithLateness(counts.FiringLate)
+	}
+	domains[messages.Timer] = timer
 	return domains, scheduler, nil
 }
 
@@ -307,14 +350,14 @@ func (s *Service) registerFanIn(r *message.Router, out message.Publisher, served
 		Tables:        s.DynamoDB,
 		Streams:       dynamodbstreams.NewFromConfig(s.AWS),
 		Leases:        streams.NewDynamoDBLeaseStore(s.DynamoDB, store.TableName(s.Config.Prefix, store.StreamLeases)),
-		ConsumerGroup: "fan-in",
+		ConsumerGroup: fanInGroup,
 		CloseTimeout:  s.Config.DrainTimeout,
 	}, logger)
 	if err != nil {
 		return nil, fmt.Errorf("stream fan-in: %w", err)
 	}
 	for _, t := range router.StreamedTables(rules) {
-		router.RegisterFanIn(r, store.TableName(s.Config.Prefix, t), t.Name, fanin, out, rules, logger)
+		router.RegisterFanIn(r, store.TableName(s.Config.Prefix, t), t.Name, fanin, out, rules, s.Logger)
 	}
 	return fanin, nil
 }
@@ -387,7 +430,7 @@ func (s *Service) publisher(ctx context.Context, logger watermill.LoggerAdapter)
 	if err != nil {
 		return nil, err
 	}
-	return transport.NewPublisher(s.Stack, topics, queues), nil
+	return transport.NewPublisher(s.Stack, topics, queues).Traced(s.Tracing), nil
 }
 
 // transports are the SNS and SQS publishers, which take a topic or queue
@@ -516,17 +559,17 @@ func (s *Service) scheduler(ctx context.Context) (*timers.Scheduler, error) {
 		OwnerID:        fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]),
 		Metadata:       string(meta),
 	}
-	return timers.NewScheduler(cfg, s.Store, func(ctx context.Context, dues []messages.TimerDuePayload) error {
+	return timers.NewScheduler(cfg, s.Store, func(ctx context.Context, dues []timers.Due) error {
 		msgs := make([]*message.Message, len(dues))
 		for i, due := range dues {
-			id := messages.DerivedID(due.TimerUUID, messages.TimerDue, store.At(due.ExecuteAt).String())
-			msg, err := transport.NewCommand(id, messages.TimerDue, due, time.Now())
+			id := messages.DerivedID(due.Payload.TimerUUID, messages.TimerDue, store.At(due.Payload.ExecuteAt).String())
+			msg, err := transport.NewCommand(id, messages.TimerDue, due.Payload, time.Now(), due.Cause)
 			if err != nil {
 				return err
 			}
 			msgs[i] = msg
 		}
-		return transport.SendBatch(ctx, s.SQS, queueURL, msgs)
+		return transport.SendBatch(ctx, s.SQS, queueURL, msgs, s.Tracing)
 	}, s.Logger), nil
 }
 

@@ -22,6 +22,9 @@ type Cmd struct {
 	ID            string
 	Type          string
 	CorrelationID string
+	// CausationID is the ID of the message that caused the command; empty
+	// when a producer sent it of its own accord.
+	CausationID string
 	// Actor is who asked, e.g. the track ID; empty for system commands.
 	Actor string
 	// At is the command's decision time; transitions use it as "now".
@@ -30,7 +33,7 @@ type Cmd struct {
 
 // CmdOf is the store's view of a decoded command, decided at time at.
 func CmdOf(cmd messages.Command, at time.Time) Cmd {
-	return Cmd{ID: cmd.ID, Type: string(cmd.Type), CorrelationID: cmd.CorrelationID, At: at}
+	return Cmd{ID: cmd.ID, Type: string(cmd.Type), CorrelationID: cmd.CorrelationID, CausationID: cmd.CausationID, At: at}
 }
 
 // Outcome statuses recorded in the audit table.
@@ -67,7 +70,7 @@ type auditItem struct {
 	// GlobalIndex spreads the global chronological view over.
 	GSI1PK string `dynamodbav:"gsi1pk"`
 	// GSI1SK is TIMESTAMP#<decision time, ms>#<command ID>: chronological
-	// within a key or an entity.
+	// within a key, an entity or a chain.
 	GSI1SK string `dynamodbav:"gsi1sk"`
 	// Entity is ENTITY#<what the command acted on>: SANDBOX#<id>,
 	// TRACK#<track> (an allocation refused), POOL (a sync),
@@ -87,6 +90,16 @@ type auditItem struct {
 	CommandID string `dynamodbav:"command_id"`
 	// CorrelationID is the command's correlation ID.
 	CorrelationID string `dynamodbav:"correlation_id"`
+	// Chain is the correlation ID again, only when it is not the
+	// command's own ID: a command another caused, or one its producer
+	// placed in a wider correlation. It keys the sparse CorrelationIndex;
+	// a command that starts its own chain is found by its ID instead and
+	// costs the index nothing.
+	Chain string `dynamodbav:"chain,omitempty"`
+	// CausationID is the ID of the message that caused the command: the
+	// command whose handler sent it, or the one that armed the timer
+	// that did; absent for a command a producer sent of its own accord.
+	CausationID string `dynamodbav:"causation_id,omitempty"`
 	// Status is applied or rejected.
 	Status string `dynamodbav:"status"`
 	// Reason is a rejection's reason, what a timer firing did (fired,
@@ -136,10 +149,14 @@ func (s *Store) auditPut(cmd Cmd, entity, status, reason string, details any) (*
 		Actor:         cmd.Actor,
 		CommandID:     cmd.ID,
 		CorrelationID: cmd.CorrelationID,
+		CausationID:   cmd.CausationID,
 		Status:        status,
 		Reason:        reason,
 		At:            at,
 		ExpireAt:      cmd.At.Add(s.auditRetention).Unix(),
+	}
+	if cmd.CorrelationID != cmd.ID {
+		item.Chain = cmd.CorrelationID
 	}
 	if details != nil {
 		b, err := json.Marshal(details)
@@ -307,3 +324,45 @@ func (s *Store) recorded(ctx context.Context, cmd Cmd, result any) (bool, error)
 // ErrIDReused means a command ID arrived again with another type: the
 // producer reused an ID, which can never succeed.
 var ErrIDReused = errors.New("command ID reused")
+
+// Correlation reads one page of at most limit recorded outcomes of a
+// correlation, oldest first, from cursor (a Page's Next; "" for the
+// first page). The first page starts with the command that started the
+// chain, when the correlation is a command's own ID: it is not in
+// CorrelationIndex, and is read by its ID.
+func (s *Store) Correlation(ctx context.Context, correlationID string, limit int32, cursor string) (Page[AuditRecord], error) {
+	var start map[string]types.AttributeValue
+	var page Page[AuditRecord]
+	if cursor != "" {
+		var err error
+		if start, err = decodeCursor(cursor); err != nil {
+			return Page[AuditRecord]{}, err
+		}
+	} else {
+		root, found, err := getItem[auditItem](ctx, s.db, s.audit, auditKey(correlationID))
+		if err != nil {
+			return Page[AuditRecord]{}, fmt.Errorf("read the start of correlation %s: %w", correlationID, err)
+		}
+		if found && root.CorrelationID == correlationID {
+			page.Items = append(page.Items, outcomeRecord(root))
+		}
+	}
+	kc := expression.Key("chain").Equal(expression.Value(correlationID))
+	items, next, err := queryRaw(ctx, s.db, s.audit, "CorrelationIndex", kc, limit, start)
+	if err != nil {
+		return Page[AuditRecord]{}, fmt.Errorf("correlation %s: %w", correlationID, err)
+	}
+	var outcomes []auditItem
+	if err := attributevalue.UnmarshalListOfMaps(items, &outcomes); err != nil {
+		return Page[AuditRecord]{}, fmt.Errorf("decode correlation %s: %w", correlationID, err)
+	}
+	for _, o := range outcomes {
+		page.Items = append(page.Items, outcomeRecord(o))
+	}
+	if len(next) > 0 {
+		if page.Next, err = encodeCursor(next); err != nil {
+			return Page[AuditRecord]{}, err
+		}
+	}
+	return page, nil
+}

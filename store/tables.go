@@ -65,6 +65,10 @@ var Audit = Table{
 		{Name: "GlobalIndex", PartitionKey: str("gsi1pk"), SortKey: str("gsi1sk")},
 		// Logs by entity: what happened to one sandbox, layer or timer.
 		{Name: "EntityIndex", PartitionKey: str("entity"), SortKey: str("gsi1sk")},
+		// A correlation's outcomes in time order, for `transit trace`.
+		// Sparse: only commands in a chain they did not start carry
+		// chain (DECISIONS.md).
+		{Name: "CorrelationIndex", PartitionKey: str("chain"), SortKey: str("gsi1sk")},
 	},
 	TTLAttribute: "expire_at",
 }

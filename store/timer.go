@@ -128,6 +128,14 @@ type Timer struct {
 	// FirstExecuteAt is when the current firing was first due; the retry
 	// policy's total duration counts from it.
 	FirstExecuteAt Instant `dynamodbav:"timer_first_execute_at" json:"first_execute_at"`
+	// CorrelationID is the correlation of the timer.create that wrote
+	// the timer: its timer.due commands join it, so a trace follows a
+	// chain through its timers. Absent on timers written before it was
+	// recorded, whose firings start chains of their own.
+	CorrelationID string `dynamodbav:"timer_correlation_id,omitempty" json:"correlation_id,omitempty"`
+	// CreatedBy is the ID of that timer.create: the cause of its
+	// timer.due commands.
+	CreatedBy string `dynamodbav:"timer_created_by,omitempty" json:"created_by,omitempty"`
 	// FiringBy is the ID of the timer.due command calling back now.
 	FiringBy string `dynamodbav:"timer_firing_by,omitempty" json:"firing_by,omitempty"`
 	// FiringUntil is when that hold ends (Unix milliseconds); another

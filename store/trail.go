@@ -37,7 +37,9 @@ type AuditRecord struct {
 	Details       string `json:"details,omitempty"`
 	CommandID     string `json:"command_id"`
 	CorrelationID string `json:"correlation_id,omitempty"`
-	sortKey       string
+	// CausationID is an outcome's causing message, when it has one.
+	CausationID string `json:"causation_id,omitempty"`
+	sortKey     string
 }
 
 func nucleusRecord(e nucleusEntry) AuditRecord {
@@ -47,7 +49,7 @@ func nucleusRecord(e nucleusEntry) AuditRecord {
 
 func outcomeRecord(o auditItem) AuditRecord {
 	return AuditRecord{Entity: strings.TrimPrefix(o.Entity, "ENTITY#"), At: sortKeyTime(o.GSI1SK), Action: o.Action, UserID: o.Actor,
-		Status: o.Status, Reason: o.Reason, CommandID: o.CommandID, CorrelationID: o.CorrelationID, sortKey: o.GSI1SK}
+		Status: o.Status, Reason: o.Reason, CommandID: o.CommandID, CorrelationID: o.CorrelationID, CausationID: o.CausationID, sortKey: o.GSI1SK}
 }
 
 // sortKeyTime is the time in TIMESTAMP#<time>#….

@@ -57,6 +57,10 @@ type worker struct {
 	// lastSeq is the last record acked and checkpointed (or the lease's
 	// checkpoint at start): where an expired iterator resumes.
 	lastSeq string
+	// behindSince is the creation time (Unix nanoseconds) of the record
+	// being delivered, 0 once a read found no record: the shard's lag is
+	// measured from it (Subscriber.Lags).
+	behindSince atomic.Int64
 }
 
 func newWorker(st *stream, l Lease, expires time.Time) *worker {
@@ -261,6 +265,9 @@ func (w *worker) read() {
 			continue
 		}
 		backoff = w.cfg.PollInterval
+		if len(out.Records) == 0 {
+			w.behindSince.Store(0) // caught up
+		}
 		for _, raw := range out.Records {
 			if !w.deliver(raw) || !w.checkpoint(sequenceNumber(raw)) {
 				return
@@ -349,6 +356,9 @@ func (w *worker) finish() {
 // delivering it again after a growing backoff when it is nacked. It
 // reports false when the worker stopped or lost its lease first.
 func (w *worker) deliver(raw types.Record) bool {
+	if raw.Dynamodb != nil && raw.Dynamodb.ApproximateCreationDateTime != nil {
+		w.behindSince.Store(raw.Dynamodb.ApproximateCreationDateTime.UnixNano())
+	}
 	rec, payload, err := encode(w.st.table, w.shardID, raw)
 	for err != nil {
 		// Never skipped: the shard waits, loudly, for a fix.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -179,17 +180,36 @@ func (s *Subscriber) Close() error {
 	return nil
 }
 
-// Held counts the shard leases this instance reads now, over every table.
-func (s *Subscriber) Held() int {
+// ShardLag is how far behind its table's changes the reading of one
+// shard is.
+type ShardLag struct {
+	Table, ShardID string
+	// Lag is the age of the record being delivered, zero once a read of
+	// the shard found no record (caught up). It is as precise as the
+	// records' creation times: AWS rounds them to the second, DynamoDB
+	// Local to the minute.
+	Lag time.Duration
+}
+
+// Lags lists the shards this instance reads now, over every table, each
+// with its lag as of now.
+func (s *Subscriber) Lags() []ShardLag {
+	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
+	var lags []ShardLag
 	for _, st := range s.streams {
 		st.mu.Lock()
-		n += len(st.workers)
+		for id, w := range st.workers {
+			lag := ShardLag{Table: st.table, ShardID: id}
+			if since := w.behindSince.Load(); since != 0 {
+				lag.Lag = max(now.Sub(time.Unix(0, since)), 0)
+			}
+			lags = append(lags, lag)
+		}
 		st.mu.Unlock()
 	}
-	return n
+	return lags
 }
 
 // TrimmedCount counts the gaps of trimmed records met so far (see

@@ -7,14 +7,21 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"transit/messages"
 	"transit/store"
+	"transit/tracing"
+	"transit/transport"
 )
 
 // IdempotencyHeader carries the timer's uuid on every HTTP callback: the
@@ -53,11 +60,14 @@ func NewCaller(queues, topics message.Publisher) *Caller {
 	return &Caller{http: client, queues: queues, topics: topics}
 }
 
-// Call runs t's callback once, within t's callback timeout.
-func (c *Caller) Call(ctx context.Context, t store.Timer) (Answer, error) {
+// Call runs t's callback once, within t's callback timeout, in a span
+// under ctx's (see start).
+func (c *Caller) Call(ctx context.Context, t store.Timer) (_ Answer, err error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(t.CallbackTimeout*float64(time.Second)))
 	defer cancel()
 	scheme, name, _ := strings.Cut(t.CallbackURL, "://")
+	ctx, span := start(ctx, t, scheme, name)
+	defer func() { tracing.End(span, err) }()
 	switch scheme {
 	case messages.CallbackSQS:
 		return Answer{}, c.send(ctx, c.queues, name, t)
@@ -65,6 +75,31 @@ func (c *Caller) Call(ctx context.Context, t store.Timer) (Answer, error) {
 		return Answer{}, c.send(ctx, c.topics, name, t)
 	}
 	return c.post(ctx, t)
+}
+
+// start starts the span of t's callback, "timer callback", with the
+// provider of ctx's span (the timer.due delivery's; none records when
+// tracing is off): a producer span for a message, whose traceparent
+// attribute carries it, a client span for an HTTP POST, whose traceparent
+// header does.
+func start(ctx context.Context, t store.Timer, scheme, name string) (context.Context, trace.Span) {
+	kind := trace.SpanKindProducer
+	attrs := []attribute.KeyValue{attribute.String("transit.timer.id", t.ID), attribute.Int("transit.timer.attempt", t.Attempts+1)}
+	switch scheme {
+	case messages.CallbackSQS:
+		attrs = append(attrs, tracing.SQS, semconv.MessagingDestinationName(name), semconv.MessagingMessageID(t.UUID))
+	case messages.CallbackSNS:
+		attrs = append(attrs, tracing.SNS, semconv.MessagingDestinationName(name), semconv.MessagingMessageID(t.UUID))
+	default:
+		kind = trace.SpanKindClient
+		attrs = append(attrs, semconv.HTTPRequestMethodPost)
+		if u, err := url.Parse(t.CallbackURL); err == nil {
+			// The host only: a callback URL's path or query may hold a secret.
+			attrs = append(attrs, semconv.ServerAddress(u.Hostname()))
+		}
+	}
+	tracer := trace.SpanFromContext(ctx).TracerProvider().Tracer(tracing.ScopeName)
+	return tracer.Start(ctx, "timer callback", trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
 }
 
 func (c *Caller) post(ctx context.Context, t store.Timer) (Answer, error) {
@@ -76,6 +111,7 @@ func (c *Caller) post(ctx context.Context, t store.Timer) (Answer, error) {
 	req.Header.Set(IdempotencyHeader, t.UUID)
 	req.Header.Set("Transit-Timer-Id", t.ID)
 	req.Header.Set("Transit-Attempt", strconv.Itoa(t.Attempts+1))
+	tracing.Propagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return Answer{}, fmt.Errorf("callback: %w", err)
@@ -109,6 +145,7 @@ func (c *Caller) send(ctx context.Context, pub message.Publisher, name string, t
 	if json.Unmarshal([]byte(payload), &typed) == nil && typed.Type != "" {
 		msg.Metadata.Set(messages.TypeAttribute, typed.Type)
 	}
+	tracing.Inject(ctx, msg.Metadata, transport.MaxMetadata)
 	if err := pub.Publish(name, msg); err != nil {
 		return fmt.Errorf("callback to %s: %w", t.CallbackURL, err)
 	}

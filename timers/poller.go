@@ -41,7 +41,7 @@ type firingKey struct {
 }
 
 type firing struct {
-	due    messages.TimerDuePayload
+	due    Due
 	timer  *time.Timer
 	sentAt time.Time // zero until sent
 	// outstanding is true from the send until the timer no longer shows
@@ -117,7 +117,10 @@ func (p *poller) poll() error {
 		f := p.firings[k]
 		switch {
 		case f == nil:
-			f = &firing{due: messages.TimerDuePayload{Shard: p.id, TimerID: t.ID, TimerUUID: t.UUID, ExecuteAt: t.ExecuteAt.Time}}
+			f = &firing{due: Due{
+				Payload: messages.TimerDuePayload{Shard: p.id, TimerID: t.ID, TimerUUID: t.UUID, ExecuteAt: t.ExecuteAt.Time},
+				Cause:   messages.Cause{CorrelationID: t.CorrelationID, CausationID: t.CreatedBy},
+			}}
 			p.firings[k] = f
 			f.timer = time.AfterFunc(time.Until(t.ExecuteAt.Time), func() { p.send(k) })
 		case f.held:
@@ -176,7 +179,7 @@ func (p *poller) send(k firingKey) {
 		if err == nil || p.ctx.Err() != nil {
 			return
 		}
-		p.s.logger.Warn("Sending timer.due failed; the next poll sends it again", "shard", p.id, "timer_id", f.due.TimerID, "error", err)
+		p.s.logger.Warn("Sending timer.due failed; the next poll sends it again", "shard", p.id, "timer_id", f.due.Payload.TimerID, "error", err)
 		p.s.mu.Lock()
 		if p.firings[k] == f {
 			p.settled(f)

@@ -53,8 +53,16 @@ type shardStore interface {
 	DueTimers(ctx context.Context, shard int, before time.Time) ([]store.Timer, error)
 }
 
+// Due is one firing to send as timer.due, in the chain of the
+// timer.create that armed the timer (no cause for a timer written before
+// chains were recorded).
+type Due struct {
+	Payload messages.TimerDuePayload
+	Cause   messages.Cause
+}
+
 // DueFunc sends timer.due for each firing given (at most ten).
-type DueFunc func(ctx context.Context, due []messages.TimerDuePayload) error
+type DueFunc func(ctx context.Context, due []Due) error
 
 // defaultMaxOutstanding applies when Config.MaxOutstanding is not set.
 const defaultMaxOutstanding = 100
@@ -68,7 +76,7 @@ const (
 
 // dueRequest is one firing to send; done learns how the send went.
 type dueRequest struct {
-	due  messages.TimerDuePayload
+	due  Due
 	done func(error)
 }
 
@@ -374,7 +382,7 @@ func (s *Scheduler) send(ctx context.Context) {
 				break more
 			}
 		}
-		dues := make([]messages.TimerDuePayload, len(batch))
+		dues := make([]Due, len(batch))
 		for i, r := range batch {
 			dues[i] = r.due
 		}

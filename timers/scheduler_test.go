@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"transit/messages"
 	"transit/store"
 )
 
@@ -79,7 +78,7 @@ func (t *shardTable) DueTimers(context.Context, int, time.Time) ([]store.Timer, 
 
 func newTestScheduler(table *shardTable, owner string) *Scheduler {
 	cfg := Config{Shards: len(table.shards), Lease: time.Minute, PollInterval: time.Hour, OwnerID: owner}
-	noSend := func(context.Context, []messages.TimerDuePayload) error { return nil }
+	noSend := func(context.Context, []Due) error { return nil }
 	return NewScheduler(cfg, table, noSend, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 

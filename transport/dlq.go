@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"transit/messages"
+	"transit/tracing"
 )
 
 // DeadLetter is a message in a DLQ.
@@ -25,6 +28,8 @@ type DeadLetter struct {
 	// Reason is why transit dead-lettered it; empty when SQS moved it
 	// after MaxReceiveCount deliveries.
 	Reason string
+	// SentAt is when it was sent to the DLQ (SQS's SentTimestamp).
+	SentAt time.Time
 }
 
 // poisonKeys are the attributes the DLQ path adds; a redrive removes them.
@@ -41,8 +46,9 @@ const maxAttributes = 10
 // four (the poison keys) and the SQS publisher the Watermill UUID, so a
 // message with more than five of its own would be refused by SQS and
 // never reach the DLQ. The poison keys are kept, then type, id and
-// correlation_id, then the others by name, as many as fit; the reason
-// names those left out.
+// correlation_id, then traceparent (a traced publisher replaces it with
+// its own, in the same slot), then the others by name, as many as fit;
+// the reason names those left out.
 func DeadLetters(pub message.Publisher) message.Publisher { return deadLetters{pub} }
 
 type deadLetters struct{ message.Publisher }
@@ -55,11 +61,11 @@ func (p deadLetters) Publish(topic string, msgs ...*message.Message) error {
 }
 
 func fitAttributes(msg *message.Message) {
-	room := maxAttributes - 1 // the UUID attribute
+	room := MaxMetadata
 	if len(msg.Metadata) <= room {
 		return
 	}
-	first := append(append([]string{}, poisonKeys...), messages.TypeAttribute, messages.IDAttribute, messages.CorrelationAttribute)
+	first := append(append([]string{}, poisonKeys...), messages.TypeAttribute, messages.IDAttribute, messages.CorrelationAttribute, tracing.TraceparentAttribute)
 	keys := slices.Sorted(maps.Keys(msg.Metadata))
 	slices.SortStableFunc(keys, func(a, b string) int {
 		ia, ib := slices.Index(first, a), slices.Index(first, b)
@@ -133,11 +139,12 @@ func receiveAll(ctx context.Context, sqsc *sqs.Client, url string, max int, each
 	seen := map[string]bool{}
 	for len(seen) < max {
 		res, err := sqsc.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:              aws.String(url),
-			MaxNumberOfMessages:   int32(min(10, max-len(seen))),
-			MessageAttributeNames: []string{"All"},
-			VisibilityTimeout:     60,
-			WaitTimeSeconds:       1,
+			QueueUrl:                    aws.String(url),
+			MaxNumberOfMessages:         int32(min(10, max-len(seen))),
+			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp},
+			VisibilityTimeout:           60,
+			WaitTimeSeconds:             1,
 		})
 		if err != nil {
 			return fmt.Errorf("receive from %s: %w", url, err)
@@ -164,5 +171,8 @@ func toDeadLetter(m types.Message) DeadLetter {
 		d.Attributes[k] = aws.ToString(v.StringValue)
 	}
 	d.Reason = d.Attributes[middleware.ReasonForPoisonedKey]
+	if ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil {
+		d.SentAt = time.UnixMilli(ms).UTC()
+	}
 	return d
 }

@@ -52,7 +52,20 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer flushTraces(svc)
 	return svc.Serve(ctx, service.ServeOptions{})
+}
+
+// flushTraces exports the spans still buffered (docs/deploy.md, Tracing)
+// before transit exits. It has its own few seconds: the command's context
+// has usually ended (SIGTERM). Spans that cannot be sent are reported, not
+// a failure of the command.
+func flushTraces(svc *service.Service) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := svc.FlushTraces(ctx); err != nil {
+		svc.Logger.Warn("traces not exported", "error", err)
+	}
 }
 
 // runProvision creates the stack or, with --cloudformation, writes the
@@ -102,6 +115,8 @@ func runSend(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The send's publish span starts the command's trace.
+	defer flushTraces(svc)
 	if raw != "" {
 		if err := json.Unmarshal([]byte(raw), payload); err != nil {
 			return fmt.Errorf("--json: %w", err)

@@ -27,6 +27,8 @@ var subcommands = map[string]subcommand{
 	"dlq":           {"dlq list|redrive [--domain D]   show or move back dead-lettered commands", runDLQ},
 	"query":         {"query sandboxes|layers|builds|timers|shards|tasks|agents|notifications|accounts|schedules|schedule|resources [flags]   the documented access patterns, from the indexes", runQuery},
 	"audit":         {"audit entity KIND#ID | recent [--since T]   an entity's history, or the newest records of every domain", runAudit},
+	"trace":         {"trace CORRELATION_ID [--json]   a correlation's causal chain: each command under its cause, with times, outcomes, events", runTrace},
+	"status":        {"status [--addr A] [--json]   queue, in-flight and DLQ depths, shard and lease owners, a serve's last minute", runStatus},
 	"tail":          {"tail task --org O TASK_ID   a task's events and log lines, following until it ends", runTail},
 	"agent":         {"agent --org O --agent A --exec CMD [--once]   the reference agent: lease the org's tasks, run each with CMD", runAgent},
 	"provider-stub": {"provider-stub [--listen ADDR]   a local stand-in for the sandbox provider", runProviderStub},
@@ -63,7 +65,7 @@ func run(ctx context.Context, args []string) int {
 
 func usage() {
 	fmt.Fprintln(stderr, "usage: transit SUBCOMMAND [flags]   (each subcommand takes -h)")
-	for _, name := range []string{"serve", "provision", "deprovision", "send", "watch", "dlq", "query", "audit", "tail", "agent", "provider-stub", "schema", "probe"} {
+	for _, name := range []string{"serve", "provision", "deprovision", "send", "watch", "dlq", "query", "audit", "trace", "status", "tail", "agent", "provider-stub", "schema", "probe"} {
 		fmt.Fprintln(stderr, "  "+subcommands[name].usage)
 	}
 }

@@ -3,13 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"strings"
-	"time"
 
 	"transit/config"
+	"transit/service"
 )
 
 // runProbe asks a running serve whether it is alive or ready, for a
@@ -31,24 +28,8 @@ func runProbe(ctx context.Context, args []string) error {
 	if *ready {
 		path = "/readyz"
 	}
-	host := *addr
-	if strings.HasPrefix(host, ":") {
-		host = "127.0.0.1" + host
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+path, nil)
-	if err != nil {
-		return fmt.Errorf("--addr: %w", err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s %s", path, resp.Status, strings.TrimSpace(string(body)))
+	if _, err := service.AskServe(ctx, *addr, path); err != nil {
+		return fmt.Errorf("--addr %s: %w", *addr, err)
 	}
 	return nil
 }

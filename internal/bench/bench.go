@@ -32,6 +32,9 @@ type Options struct {
 	TimerSpread time.Duration
 	// Tasks leased by Agents agents in the task case; 0 skips it.
 	Tasks, Agents int
+	// InstrumentationPairs of off/on runs measure what metrics and
+	// tracing cost; 0 skips it.
+	InstrumentationPairs int
 	// OutDir receives report.json, throughput.svg and the workers' stats.
 	OutDir string
 	// Executable is the transit-bench binary, whose bench-serve and
@@ -48,6 +51,8 @@ type Report struct {
 	Contention ContentionResult `json:"contention"`
 	Timers     *TimerResult     `json:"timers,omitempty"`
 	Tasks      *TaskCase        `json:"tasks,omitempty"`
+	// Instrumentation is what metrics and tracing cost.
+	Instrumentation *InstrumentationResult `json:"instrumentation,omitempty"`
 }
 
 // Run starts its own emulators, measures, prints the report to out and
@@ -67,7 +72,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (Report, error) {
 	for _, c := range o.Concurrencies {
 		for _, role := range []string{RoleBaseline, RoleTransit} {
 			fmt.Fprintf(out, "pipeline: %s at concurrency %d, %d commands...\n", role, c, o.Commands)
-			r, err := runPipeline(ctx, o, role, c)
+			r, err := runPipeline(ctx, o, role, c, nil)
 			if err != nil {
 				return rep, fmt.Errorf("pipeline %s c=%d: %w", role, c, err)
 			}
@@ -97,6 +102,15 @@ func Run(ctx context.Context, o Options, out io.Writer) (Report, error) {
 			return rep, fmt.Errorf("tasks: %w", err)
 		}
 		rep.Tasks = &t
+	}
+	if o.InstrumentationPairs > 0 {
+		c := o.Concurrencies[len(o.Concurrencies)-1]
+		fmt.Fprintf(out, "instrumentation: %d pairs of transit runs at concurrency %d, metrics and tracing off then on...\n", o.InstrumentationPairs, c)
+		i, err := runInstrumentation(ctx, o, c, o.InstrumentationPairs)
+		if err != nil {
+			return rep, fmt.Errorf("instrumentation: %w", err)
+		}
+		rep.Instrumentation = &i
 	}
 	rep.Write(out)
 	b, _ := json.MarshalIndent(rep, "", "  ")

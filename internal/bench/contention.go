@@ -37,7 +37,7 @@ func runContention(ctx context.Context, o Options, rounds, allocators, sandboxes
 		return res, err
 	}
 	defer st.close(ctx)
-	w, err := startWorker(o.Executable, o.OutDir, "contention", prefix, 16)
+	w, err := startWorker(o.Executable, o.OutDir, "contention", prefix, 16, nil)
 	if err != nil {
 		return res, err
 	}

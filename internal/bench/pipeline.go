@@ -242,10 +242,11 @@ type worker struct {
 	stats string
 }
 
-// startWorker starts the process for role; extra flags come last and win.
+// startWorker starts the process for role with env added to this
+// process's environment; extra flags come last and win.
 // The sandbox pipeline's allocations arm no expiry timers: the baseline
 // has none, and the timer case measures timers on its own.
-func startWorker(exe, dir, role, prefix string, concurrency int, extra ...string) (*worker, error) {
+func startWorker(exe, dir, role, prefix string, concurrency int, env []string, extra ...string) (*worker, error) {
 	stats := filepath.Join(dir, fmt.Sprintf("%s-c%d.stats.json", role, concurrency))
 	args := []string{"bench-serve", "--prefix", prefix, "--concurrency", strconv.Itoa(concurrency),
 		"--stats-out", stats, "--sweep-interval", "0", "--provider-url", "http://127.0.0.1:9", "--log-level", "warn",
@@ -256,6 +257,7 @@ func startWorker(exe, dir, role, prefix string, concurrency int, extra ...string
 		args[0] = "bench-baseline"
 	}
 	cmd := exec.Command(exe, append(args, extra...)...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", role, err)
@@ -307,7 +309,8 @@ func readReport(path string) (metering.Report, error) {
 
 // runPipeline measures one role at one concurrency: cycles allocate +
 // mark-deletion cycles by as many closed-loop clients as the concurrency.
-func runPipeline(ctx context.Context, o Options, role string, concurrency int) (PipelineResult, error) {
+// The worker gets env and extra flags (startWorker).
+func runPipeline(ctx context.Context, o Options, role string, concurrency int, env []string, extra ...string) (PipelineResult, error) {
 	prefix := fmt.Sprintf("b%s%d-%s", role[:1], concurrency, uuid.NewString()[:6])
 	cycles := o.Commands / 2
 	st, err := newStack(ctx, prefix, cycles+concurrency)
@@ -315,7 +318,7 @@ func runPipeline(ctx context.Context, o Options, role string, concurrency int) (
 		return PipelineResult{}, err
 	}
 	defer st.close(ctx)
-	w, err := startWorker(o.Executable, o.OutDir, role, prefix, concurrency)
+	w, err := startWorker(o.Executable, o.OutDir, role, prefix, concurrency, env, extra...)
 	if err != nil {
 		return PipelineResult{}, err
 	}

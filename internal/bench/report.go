@@ -140,6 +140,9 @@ func (r Report) Write(out io.Writer) {
 			t.LatenessMax.Round(time.Millisecond), t.Repeats)
 	}
 
+	if r.Instrumentation != nil {
+		r.Instrumentation.write(out, w)
+	}
 	if r.Tasks != nil {
 		r.Tasks.write(out, w)
 	}

@@ -118,7 +118,7 @@ func runLeases(ctx context.Context, o Options, role string) (TaskResult, error) 
 		return res, err
 	}
 	defer st.close(ctx)
-	w, err := startWorker(o.Executable, o.OutDir, role, prefix, o.Agents, "--domains", string(messages.Task))
+	w, err := startWorker(o.Executable, o.OutDir, role, prefix, o.Agents, nil, "--domains", string(messages.Task))
 	if err != nil {
 		return res, err
 	}

@@ -122,7 +122,7 @@ func runTimers(ctx context.Context, o Options, n int, spread time.Duration, conc
 		return res, err
 	}
 	defer rcv.srv.Close()
-	w, err := startWorker(o.Executable, o.OutDir, RoleTransit, svc.Config.Prefix, concurrency,
+	w, err := startWorker(o.Executable, o.OutDir, RoleTransit, svc.Config.Prefix, concurrency, nil,
 		"--domains", string(messages.Timer), "--timer-shards", fmt.Sprint(timerShards), "--timer-poll-interval", timerPoll.String())
 	if err != nil {
 		return res, err
@@ -298,7 +298,7 @@ func timerCeiling(ctx context.Context, n, concurrency int) (float64, error) {
 	}
 	// Not run: it only tells the handler the shard count.
 	shards := timers.NewScheduler(timers.Config{Shards: timerShards}, svc.Store,
-		func(context.Context, []messages.TimerDuePayload) error { return nil }, svc.Logger)
+		func(context.Context, []timers.Due) error { return nil }, svc.Logger)
 	handler := handlers.NewTimer(svc.Store, shards, caller, time.Now)
 	loopCtx, stop := context.WithCancel(ctx)
 	defer stop()

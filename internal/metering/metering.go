@@ -7,7 +7,6 @@
 package metering
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -18,10 +17,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go/middleware"
+
+	"transit/internal/awscall"
 )
 
 // Meter counts AWS requests and DynamoDB consumed capacity. Safe for
@@ -38,72 +35,21 @@ func New() *Meter { return &Meter{requests: map[string]int64{}} }
 
 // Attach makes every client built from cfg count through m, and asks
 // DynamoDB to return consumed capacity (with indexes) on every call.
-func (m *Meter) Attach(cfg *aws.Config) {
-	cfg.APIOptions = append(cfg.APIOptions, func(stack *middleware.Stack) error {
-		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("transit.meter",
-			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-				askCapacity(in.Parameters)
-				out, md, err := next.HandleInitialize(ctx, in)
-				m.record(awsmiddleware.GetServiceID(ctx)+"."+awsmiddleware.GetOperationName(ctx), out.Result)
-				return out, md, err
-			}), middleware.After)
-	})
-}
+func (m *Meter) Attach(cfg *aws.Config) { awscall.Attach(cfg, "transit.meter", m.record) }
 
-func askCapacity(params any) {
-	const all = types.ReturnConsumedCapacityIndexes
-	switch in := params.(type) {
-	case *dynamodb.GetItemInput:
-		in.ReturnConsumedCapacity = all
-	case *dynamodb.QueryInput:
-		in.ReturnConsumedCapacity = all
-	case *dynamodb.PutItemInput:
-		in.ReturnConsumedCapacity = all
-	case *dynamodb.UpdateItemInput:
-		in.ReturnConsumedCapacity = all
-	case *dynamodb.DeleteItemInput:
-		in.ReturnConsumedCapacity = all
-	case *dynamodb.TransactWriteItemsInput:
-		in.ReturnConsumedCapacity = all
-	}
-}
-
-func (m *Meter) record(op string, result any) {
-	var consumed []types.ConsumedCapacity
-	write := false
-	switch out := result.(type) {
-	case *dynamodb.GetItemOutput:
-		consumed = appendCapacity(consumed, out.ConsumedCapacity)
-	case *dynamodb.QueryOutput:
-		consumed = appendCapacity(consumed, out.ConsumedCapacity)
-	case *dynamodb.PutItemOutput:
-		consumed, write = appendCapacity(consumed, out.ConsumedCapacity), true
-	case *dynamodb.UpdateItemOutput:
-		consumed, write = appendCapacity(consumed, out.ConsumedCapacity), true
-	case *dynamodb.DeleteItemOutput:
-		consumed, write = appendCapacity(consumed, out.ConsumedCapacity), true
-	case *dynamodb.TransactWriteItemsOutput:
-		consumed, write = out.ConsumedCapacity, true
-	}
+func (m *Meter) record(c awscall.Call) {
 	units := 0.0
-	for _, c := range consumed {
-		units += aws.ToFloat64(c.CapacityUnits)
+	for _, cc := range c.Capacity {
+		units += aws.ToFloat64(cc.CapacityUnits)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.requests[op]++
-	if write {
+	m.requests[c.Service+"."+c.Operation]++
+	if c.Write {
 		m.write += units
 	} else {
 		m.read += units
 	}
-}
-
-func appendCapacity(cs []types.ConsumedCapacity, c *types.ConsumedCapacity) []types.ConsumedCapacity {
-	if c == nil {
-		return cs
-	}
-	return append(cs, *c)
 }
 
 // Report is a process's cost over a run.
