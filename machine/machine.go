@@ -131,6 +131,37 @@ type Machine[In any] struct {
 	Transitions []Transition[In]
 }
 
+// Emission is what one transition declares: the command that takes it,
+// the event it emits and the event of its refusal.
+type Emission struct{ Command, Event, Rejected messages.Type }
+
+// Emissions lists what m's transitions declare, in order.
+func (m *Machine[In]) Emissions() []Emission {
+	out := make([]Emission, len(m.Transitions))
+	for i, t := range m.Transitions {
+		out[i] = Emission{Command: t.Command, Event: t.Event, Rejected: t.Rejected}
+	}
+	return out
+}
+
+// Declared is a state machine of any input, as the docs draw it and
+// `transit trace` reads its events.
+type Declared interface {
+	Mermaid() string
+	Emissions() []Emission
+}
+
+// All is every state machine transit declares, by name.
+var All = map[string]Declared{
+	Sandbox.Name: Sandbox,
+	Layer.Name:   Layer, Build.Name: Build, LayerPointer.Name: LayerPointer, BuildPointer.Name: BuildPointer,
+	Timer.Name: Timer, Shard.Name: Shard,
+	Org.Name: Org, User.Name: User, EmailClaim.Name: EmailClaim, Project.Name: Project, Settings.Name: Settings,
+	Secret.Name: Secret, Task.Name: Task, TaskClaim.Name: TaskClaim, Queue.Name: Queue, Agent.Name: Agent,
+	Notification.Name: Notification,
+	Account.Name:      Account, Schedule.Name: Schedule, Resource.Name: Resource,
+}
+
 // Transition returns the transition named name; it panics on a name the
 // machine does not declare, a programming error.
 func (m *Machine[In]) Transition(name string) *Transition[In] {

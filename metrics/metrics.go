@@ -1,7 +1,7 @@
 // Package metrics is transit's Prometheus instrumentation, served on
 // /metrics: what each command delivery came to, by domain and type; the
 // process's AWS calls (Calls); and what an instance holds (State). Every
-// series transit serves is defined here (docs/deploy.md lists them).
+// series transit serves is defined here (docs/operations.md lists them).
 package metrics
 
 import (
@@ -23,6 +23,9 @@ import (
 // or a second Service sees only its own counts.
 type Metrics struct {
 	registry *prometheus.Registry
+	// outcomes holds only the delivery outcome counters, for the window
+	// `transit status` reads: gathering it asks nothing of AWS.
+	outcomes *prometheus.Registry
 
 	received *prometheus.CounterVec
 	handled  *prometheus.CounterVec
@@ -39,6 +42,7 @@ func New() *Metrics {
 	byType := []string{"domain", "type"}
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
+		outcomes: prometheus.NewRegistry(),
 		received: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transit_messages_received_total",
 			Help: "Message deliveries taken by a handler, redeliveries included, counted as each ends."}, byType),
 		handled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "transit_messages_handled_total",
@@ -60,6 +64,7 @@ func New() *Metrics {
 	}
 	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.received, m.handled, m.failed, m.retried, m.poisoned, m.rejected, m.latency, m.lateness)
+	m.outcomes.MustRegister(m.handled, m.rejected, m.failed)
 	return m
 }
 
@@ -76,8 +81,12 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
 }
 
-// Gatherer is the registry, for tests and for `transit status`.
+// Gatherer is the registry, for tests.
 func (m *Metrics) Gatherer() prometheus.Gatherer { return m.registry }
+
+// Outcomes gathers only the handled, rejected and failed counters: what
+// serve's /status window samples, without the collectors that read SQS.
+func (m *Metrics) Outcomes() prometheus.Gatherer { return m.outcomes }
 
 // delivery is what one delivery came to, gathered across its attempts.
 type delivery struct {

@@ -37,11 +37,13 @@ func (d *deliveryLog) logger() *slog.Logger {
 	d.mu.Lock()
 	cmd := d.decoded
 	d.mu.Unlock()
-	typ, correlation, causation := d.msg.Metadata.Get(messages.TypeAttribute), d.msg.Metadata.Get(messages.CorrelationAttribute), ""
+	id, typ, correlation, causation := d.msg.UUID, d.msg.Metadata.Get(messages.TypeAttribute), d.msg.Metadata.Get(messages.CorrelationAttribute), ""
 	if cmd != nil {
-		typ, correlation, causation = string(cmd.Type), cmd.CorrelationID, cmd.CausationID
+		// The command's ID keys its outcome and its trace; the transport's
+		// can differ (a bare payload's SQS message ID).
+		id, typ, correlation, causation = cmd.ID, string(cmd.Type), cmd.CorrelationID, cmd.CausationID
 	}
-	l := d.base.With("domain", metrics.Domain(d.msg.Context()), "message_id", d.msg.UUID,
+	l := d.base.With("domain", metrics.Domain(d.msg.Context()), "message_id", id,
 		"type", typ, "correlation_id", correlation, "causation_id", causation)
 	if sc := trace.SpanContextFromContext(d.msg.Context()); sc.IsValid() {
 		l = l.With("trace_id", sc.TraceID().String())
@@ -78,7 +80,7 @@ func logged(base *slog.Logger) message.HandlerMiddleware {
 			msg.SetContext(context.WithValue(msg.Context(), deliveryLogKey{}, d))
 			out, err := h(msg)
 			if err != nil && !errors.Is(err, context.Canceled) {
-				d.logger().Error("delivery failed; the message is delivered again after its visibility timeout", "error", err)
+				d.logger().Error("delivery failed; it will be delivered again", "error", err)
 			}
 			// A failure to publish them is a line about this delivery
 			// (loggedPublisher).
@@ -139,7 +141,7 @@ type loggedPublisher struct {
 func (p loggedPublisher) Publish(topic string, msgs ...*message.Message) error {
 	err := p.Publisher.Publish(topic, msgs...)
 	if err != nil && len(msgs) > 0 {
-		deliveryLogger(msgs[0].Context(), p.log).Error("produced messages not published; the message is delivered again after its visibility timeout",
+		deliveryLogger(msgs[0].Context(), p.log).Error("produced messages not published; the delivery will be repeated",
 			"produced", len(msgs), "error", err)
 	}
 	return err

@@ -68,17 +68,26 @@ func TestRouter_log_lines_name_their_message(t *testing.T) {
 		c.Log = slog.New(slog.NewJSONHandler(&sink, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 
-	retried := h.sendAllocate(t)
+	// Lines name a decoded command by its ID, not the transport's.
+	allocate := func() string {
+		id := uuid.NewString()
+		body, err := messages.NewCommand(id, messages.SandboxAllocate, messages.SandboxAllocatePayload{TrackID: "track-1"}, time.Now())
+		require.NoError(t, err)
+		h.send(t, string(body), nil)
+		return id
+	}
+	retried := allocate()
 	receive(t, h.out)
-	failed := h.sendAllocate(t)
+	failed := allocate()
 	require.Eventually(t, func() bool { return h.handle.calls.Load() >= 3+4 }, 5*time.Second, 10*time.Millisecond)
-	body, err := messages.NewCommand(uuid.NewString(), messages.SecretStore,
+	poisoned := uuid.NewString()
+	body, err := messages.NewCommand(poisoned, messages.SecretStore,
 		messages.SecretStorePayload{OrgID: "org-1", SecretID: "s-1", SecretType: "openai_key", Value: secret, Actor: "system"}, time.Now())
 	require.NoError(t, err)
-	poisoned := h.send(t, string(body), map[string]string{messages.TypeAttribute: string(messages.SecretStore)})
+	h.send(t, string(body), map[string]string{messages.TypeAttribute: string(messages.SecretStore)})
 	receive(t, h.dlq)
 
-	const failedLine = "delivery failed; the message is delivered again after its visibility timeout"
+	const failedLine = "delivery failed; it will be delivered again"
 	require.Eventually(t, func() bool { return bytes.Contains([]byte(sink.String()), []byte(failedLine)) },
 		5*time.Second, 20*time.Millisecond)
 

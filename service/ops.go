@@ -125,7 +125,7 @@ func (s *Service) serveOps(p *probe, counts *metrics.Metrics, state metrics.Stat
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("GET /metrics", counts.Handler())
-	window := newCountWindow(counts.Gatherer())
+	window := newCountWindow(counts.Outcomes())
 	mux.Handle("GET /status", window)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := p.ready(r.Context()); err != nil {

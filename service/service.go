@@ -200,7 +200,9 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 	var counts *metrics.Metrics // nil: no ops server to read them
 	if s.Config.OpsServed() {
 		counts = metrics.New()
-		counts.Register(s.Calls)
+		if s.Calls != nil { // nil when the address was set after New
+			counts.Register(s.Calls)
+		}
 	}
 	domains, scheduler, err := s.domainHandlers(ctx, opts, served, counts)
 	if err != nil {

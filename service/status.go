@@ -198,7 +198,16 @@ type DomainStatus struct {
 	DeadLetters int `json:"dead_letters"`
 	// Oldest is the oldest of the dead letters read (at most
 	// deadLetterPeek), nil when none was.
-	Oldest *transport.DeadLetter `json:"oldest,omitempty"`
+	Oldest *DeadLetterSummary `json:"oldest,omitempty"`
+}
+
+// DeadLetterSummary is what status shows of a dead letter: never its
+// body, which may hold a secret (a secret.stored's value).
+type DeadLetterSummary struct {
+	MessageID string        `json:"message_id"`
+	Type      messages.Type `json:"type"`
+	Reason    string        `json:"reason"`
+	SentAt    time.Time     `json:"sent_at"`
 }
 
 // fanInGroup is the stream fan-in's consumer group: its leases are the
@@ -270,9 +279,10 @@ func (s *Service) domainStatus(ctx context.Context, d messages.Domain) (DomainSt
 	if err != nil {
 		return DomainStatus{}, err
 	}
-	for i, l := range letters {
+	for _, l := range letters {
 		if ds.Oldest == nil || l.SentAt.Before(ds.Oldest.SentAt) {
-			ds.Oldest = &letters[i]
+			ds.Oldest = &DeadLetterSummary{MessageID: l.MessageID, Type: messages.Type(l.Attributes[messages.TypeAttribute]),
+				Reason: l.Reason, SentAt: l.SentAt}
 		}
 	}
 	return ds, nil
@@ -302,7 +312,7 @@ func (s *Service) shardOwners(ctx context.Context) (map[string]int, error) {
 	owners := map[string]int{}
 	for _, sh := range shards {
 		owner := sh.Owner
-		if sh.ClaimedAt.Add(s.Config.TimerLease).Before(now) {
+		if sh.Lapsed(s.Config.TimerLease, now) {
 			owner = ""
 		}
 		owners[owner]++
@@ -394,7 +404,7 @@ func (st Status) WriteText(w io.Writer) error {
 			if reason == "" {
 				reason = "moved by SQS after too many receives"
 			}
-			oldest = o.SentAt.Format(time.RFC3339) + " " + o.Attributes[messages.TypeAttribute] + ": " + reason
+			oldest = o.SentAt.Format(time.RFC3339) + " " + string(o.Type) + ": " + reason
 		}
 		handled, rejected, failed := "-", "-", "-"
 		if st.Serve != nil {

@@ -139,45 +139,23 @@ type emitted struct{ applied, rejected []messages.Type }
 // machine's transitions declare (machine.Transition Event and Rejected).
 var declaredEvents = func() map[messages.Type]*emitted {
 	out := map[messages.Type]*emitted{}
-	declare(out, machine.Sandbox)
-	declare(out, machine.Layer)
-	declare(out, machine.Build)
-	declare(out, machine.LayerPointer)
-	declare(out, machine.BuildPointer)
-	declare(out, machine.Timer)
-	declare(out, machine.Shard)
-	declare(out, machine.Org)
-	declare(out, machine.User)
-	declare(out, machine.EmailClaim)
-	declare(out, machine.Project)
-	declare(out, machine.Settings)
-	declare(out, machine.Secret)
-	declare(out, machine.Task)
-	declare(out, machine.TaskClaim)
-	declare(out, machine.Queue)
-	declare(out, machine.Agent)
-	declare(out, machine.Notification)
-	declare(out, machine.Account)
-	declare(out, machine.Schedule)
-	declare(out, machine.Resource)
-	return out
-}()
-
-func declare[In any](into map[messages.Type]*emitted, m *machine.Machine[In]) {
-	for _, t := range m.Transitions {
-		e := into[t.Command]
-		if e == nil {
-			e = &emitted{}
-			into[t.Command] = e
-		}
-		if t.Event != "" && !slices.Contains(e.applied, t.Event) {
-			e.applied = append(e.applied, t.Event)
-		}
-		if t.Rejected != "" && !slices.Contains(e.rejected, t.Rejected) {
-			e.rejected = append(e.rejected, t.Rejected)
+	for _, m := range machine.All {
+		for _, t := range m.Emissions() {
+			e := out[t.Command]
+			if e == nil {
+				e = &emitted{}
+				out[t.Command] = e
+			}
+			if t.Event != "" && !slices.Contains(e.applied, t.Event) {
+				e.applied = append(e.applied, t.Event)
+			}
+			if t.Rejected != "" && !slices.Contains(e.rejected, t.Rejected) {
+				e.rejected = append(e.rejected, t.Rejected)
+			}
 		}
 	}
-}
+	return out
+}()
 
 // emittedBy is the event an outcome reported, when its command's state
 // machines declare exactly one for such an outcome. An applied outcome

@@ -90,6 +90,12 @@ type Shard struct {
 	Metadata string `dynamodbav:"shard_metadata,omitempty" json:"metadata,omitempty"`
 }
 
+// Lapsed says the claim was not renewed within lease of now: any
+// instance may take the shard.
+func (sh Shard) Lapsed(lease time.Duration, now time.Time) bool {
+	return sh.ClaimedAt.Add(lease).Before(now)
+}
+
 // Timer is a timer record.
 type Timer struct {
 	// ShardID is the timer's shard: FNV-1a of its timer_id modulo the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -105,7 +106,7 @@ func start(ctx context.Context, t store.Timer, scheme, name string) (context.Con
 func (c *Caller) post(ctx context.Context, t store.Timer) (Answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.CallbackURL, strings.NewReader(payloadOf(t)))
 	if err != nil {
-		return Answer{}, fmt.Errorf("callback request: %w", err)
+		return Answer{}, fmt.Errorf("callback request: %w", hostOnly(err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(IdempotencyHeader, t.UUID)
@@ -114,7 +115,7 @@ func (c *Caller) post(ctx context.Context, t store.Timer) (Answer, error) {
 	tracing.Propagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return Answer{}, fmt.Errorf("callback: %w", err)
+		return Answer{}, fmt.Errorf("callback: %w", hostOnly(err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
@@ -164,4 +165,21 @@ func truncate(b []byte, n int) string {
 		return string(b[:n]) + "…"
 	}
 	return string(b)
+}
+
+// hostOnly cuts the URL an HTTP error quotes down to its scheme and host:
+// the error reaches the timer's record, its events and its trace, and a
+// callback URL's path or query may hold a secret.
+func hostOnly(err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	redacted := *ue
+	if u, perr := url.Parse(ue.URL); perr == nil {
+		redacted.URL = u.Scheme + "://" + u.Host
+	} else {
+		redacted.URL = "(callback URL)"
+	}
+	return &redacted
 }

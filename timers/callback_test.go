@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,6 +93,20 @@ func TestCall_failures(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.Want)
 		})
 	}
+}
+
+// A failed call's error names the callback's host, never its path or
+// query, which may hold a secret: it is recorded on the timer and traced.
+func TestCall_failure_hides_the_callback_path(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	url := srv.URL
+	srv.Close() // refused from now on
+	c, _ := newCaller(t)
+	_, err := c.Call(context.Background(), timer(url+"/hooks/s3cr3t-token?key=k3y"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), strings.TrimPrefix(url, "http://"))
+	assert.NotContains(t, err.Error(), "s3cr3t-token")
+	assert.NotContains(t, err.Error(), "k3y")
 }
 
 func TestCall_internal_targets_send_the_payload_as_a_message(t *testing.T) {

@@ -216,7 +216,7 @@ func (s *Scheduler) balance(ctx context.Context) error {
 	for _, r := range records {
 		switch {
 		case r.Owner == s.cfg.OwnerID && slices.Contains(held, r.ShardID):
-		case r.Owner == "" || r.Owner == s.cfg.OwnerID || s.lapsed(r, now):
+		case r.Owner == "" || r.Owner == s.cfg.OwnerID || r.Lapsed(s.cfg.Lease, now):
 			free = append(free, r)
 		default:
 			live[r.Owner]++
@@ -248,10 +248,6 @@ func (s *Scheduler) balance(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func (s *Scheduler) lapsed(r store.Shard, now time.Time) bool {
-	return r.ClaimedAt.Add(s.cfg.Lease).Before(now)
 }
 
 // lastOf is owner's highest-numbered shard.
@@ -305,7 +301,7 @@ func (s *Scheduler) renew(ctx context.Context, record store.Shard, now time.Time
 	case err != nil:
 		// Keep serving until the lease lapses: a renewal may fail for
 		// a moment (network) and the next tick will try again.
-		if s.lapsed(p.shard, now) {
+		if p.shard.Lapsed(s.cfg.Lease, now) {
 			s.drop(record.ShardID, "lease lapsed without renewal")
 		}
 	default:

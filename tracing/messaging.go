@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"transit/messages"
+	"transit/streams"
 )
 
 // The messaging systems a span names (messaging.system).
@@ -117,21 +118,31 @@ func End(span trace.Span, err error) {
 }
 
 func spanName(msg *message.Message, operation string) string {
-	if t := msg.Metadata.Get(messages.TypeAttribute); t != "" {
-		return t + " " + operation
+	return knownType(msg) + " " + operation
+}
+
+// knownType is msg's type attribute if transit knows it (a catalogue type
+// or a stream record's), else "unknown": a producer's attribute must not
+// grow the span names and attribute values a backend indexes.
+func knownType(msg *message.Message) string {
+	t := msg.Metadata.Get(messages.TypeAttribute)
+	switch {
+	case messages.IsCommand(messages.Type(t)), messages.IsEvent(messages.Type(t)):
+		return t
+	case t == streams.TypeInsert, t == streams.TypeModify, t == streams.TypeRemove:
+		return t
 	}
-	return operation
+	return "unknown"
 }
 
 // messageAttributes are the span attributes of msg at dest (a queue, a
 // topic or a table): where it goes, its ID, and what transit knows of it.
 func messageAttributes(msg *message.Message, dest string) []attribute.KeyValue {
 	attrs := []attribute.KeyValue{semconv.MessagingDestinationName(dest), semconv.MessagingMessageID(msg.UUID)}
-	if t := msg.Metadata.Get(messages.TypeAttribute); t != "" {
-		attrs = append(attrs, TypeKey.String(t))
-		if d, ok := messages.DomainOf(messages.Type(t)); ok {
-			attrs = append(attrs, DomainKey.String(string(d)))
-		}
+	t := knownType(msg)
+	attrs = append(attrs, TypeKey.String(t))
+	if d, ok := messages.DomainOf(messages.Type(t)); ok {
+		attrs = append(attrs, DomainKey.String(string(d)))
 	}
 	if c := msg.Metadata.Get(messages.CorrelationAttribute); c != "" {
 		attrs = append(attrs, CorrelationKey.String(c))

@@ -28,7 +28,9 @@ type DeadLetter struct {
 	// Reason is why transit dead-lettered it; empty when SQS moved it
 	// after MaxReceiveCount deliveries.
 	Reason string
-	// SentAt is when it was sent to the DLQ (SQS's SentTimestamp).
+	// SentAt is SQS's SentTimestamp: when transit dead-lettered it, or,
+	// for a message SQS moved after MaxReceiveCount, when it was first
+	// sent to its command queue (SQS keeps the original).
 	SentAt time.Time
 }
 

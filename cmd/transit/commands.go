@@ -35,7 +35,7 @@ func setup(ctx context.Context, name string, args []string, own func(*flag.FlagS
 	if own != nil {
 		own(fs)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseInterleaved(fs, args); err != nil {
 		return nil, nil, err
 	}
 	if err := binder.Resolve(&cfg, os.LookupEnv); err != nil {
@@ -43,6 +43,26 @@ func setup(ctx context.Context, name string, args []string, own func(*flag.FlagS
 	}
 	svc, err := service.New(ctx, cfg)
 	return svc, fs, err
+}
+
+// parseInterleaved parses flags before and after the positional
+// arguments (`transit trace ID --json`), which the flag package stops at;
+// fs.Args() are then the positional ones. "--" still ends the flags.
+func parseInterleaved(fs *flag.FlagSet, args []string) error {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 || len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			positional = append(positional, rest...)
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+	return fs.Parse(append([]string{"--"}, positional...))
 }
 
 // runServe serves until SIGTERM. cmd/transit-bench's bench-serve runs
@@ -56,7 +76,7 @@ func runServe(ctx context.Context, args []string) error {
 	return svc.Serve(ctx, service.ServeOptions{})
 }
 
-// flushTraces exports the spans still buffered (docs/deploy.md, Tracing)
+// flushTraces exports the spans still buffered (docs/operations.md, Tracing)
 // before transit exits. It has its own few seconds: the command's context
 // has usually ended (SIGTERM). Spans that cannot be sent are reported, not
 // a failure of the command.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -279,4 +280,32 @@ func TestProbeExitsByTheAnswer(t *testing.T) {
 	code, out := cli(t, "probe", "--ready", "--addr", addr)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, out, "router not running", "the reason is printed")
+}
+
+// Flags may follow the positional arguments (`transit trace ID --json`);
+// "--" still ends them.
+func TestParseInterleaved(t *testing.T) {
+	cases := []struct {
+		args       []string
+		positional []string
+		json       bool
+		max        int
+	}{
+		{[]string{"corr-1", "--json"}, []string{"corr-1"}, true, 10},
+		{[]string{"--max", "5", "corr-1"}, []string{"corr-1"}, false, 5},
+		{[]string{"corr-1", "--max", "7", "corr-2", "--json"}, []string{"corr-1", "corr-2"}, true, 7},
+		{[]string{"--json", "--", "--max"}, []string{"--max"}, true, 10},
+		{nil, nil, false, 10},
+	}
+	for _, c := range cases {
+		fs := newFlagSet("trace")
+		asJSON := fs.Bool("json", false, "")
+		limit := fs.Int("max", 10, "")
+		if err := parseInterleaved(fs, c.args); err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if got := fs.Args(); !slices.Equal(got, c.positional) || *asJSON != c.json || *limit != c.max {
+			t.Errorf("%v: positional %q json %v max %d, want %q %v %d", c.args, got, *asJSON, *limit, c.positional, c.json, c.max)
+		}
+	}
 }

@@ -32,9 +32,9 @@ type Options struct {
 	TimerSpread time.Duration
 	// Tasks leased by Agents agents in the task case; 0 skips it.
 	Tasks, Agents int
-	// InstrumentationPairs of off/on runs measure what metrics and
-	// tracing cost; 0 skips it.
-	InstrumentationPairs int
+	// InstrumentationRounds of four runs (neither, metrics, tracing,
+	// both) measure what metrics and tracing cost; 0 skips it.
+	InstrumentationRounds int
 	// OutDir receives report.json, throughput.svg and the workers' stats.
 	OutDir string
 	// Executable is the transit-bench binary, whose bench-serve and
@@ -103,10 +103,10 @@ func Run(ctx context.Context, o Options, out io.Writer) (Report, error) {
 		}
 		rep.Tasks = &t
 	}
-	if o.InstrumentationPairs > 0 {
+	if o.InstrumentationRounds > 0 {
 		c := o.Concurrencies[len(o.Concurrencies)-1]
-		fmt.Fprintf(out, "instrumentation: %d pairs of transit runs at concurrency %d, metrics and tracing off then on...\n", o.InstrumentationPairs, c)
-		i, err := runInstrumentation(ctx, o, c, o.InstrumentationPairs)
+		fmt.Fprintf(out, "instrumentation: %d rounds of transit at concurrency %d with neither, metrics, tracing and both...\n", o.InstrumentationRounds, c)
+		i, err := runInstrumentation(ctx, o, c, o.InstrumentationRounds)
 		if err != nil {
 			return rep, fmt.Errorf("instrumentation: %w", err)
 		}

@@ -6,29 +6,37 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
+
+	"transit/internal/emulator"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
 
 // InstrumentationResult is what metrics and tracing cost: transit's
-// pipeline with /metrics scraped every second and every command traced
-// and exported over OTLP, against the same with the ops server and
-// tracing off, in pairs run alternately so the machine's drift falls on
-// both sides.
+// pipeline with neither, with /metrics scraped every second, with every
+// command traced and exported over OTLP, and with both, run in rounds of
+// the four so the machine's drift falls on every side.
 type InstrumentationResult struct {
-	Concurrency int              `json:"concurrency"`
-	Off         []PipelineResult `json:"off"`
-	On          []PipelineResult `json:"on"`
-	// Spans the OTLP receiver took and scrapes of /metrics during the
-	// "on" runs: proof that they were on.
+	Concurrency int `json:"concurrency"`
+	// Runs holds each variant's runs, by instrumentationVariants' names.
+	Runs map[string][]PipelineResult `json:"runs"`
+	// Spans the OTLP receiver took and scrapes of /metrics: proof that
+	// they were on.
 	Spans   int64 `json:"spans"`
 	Scrapes int64 `json:"scrapes"`
 }
+
+// instrumentationVariants are the four runs of a round.
+var instrumentationVariants = []struct {
+	name             string
+	metrics, tracing bool
+}{{"off", false, false}, {"metrics", true, false}, {"tracing", false, true}, {"both", true, true}}
 
 // cpuPerCommand is the median CPU per command of rs.
 func cpuPerCommand(rs []PipelineResult) time.Duration {
@@ -43,42 +51,70 @@ func cpuPerCommand(rs []PipelineResult) time.Duration {
 	return per[len(per)/2]
 }
 
-// runInstrumentation runs pairs of transit pipelines at concurrency c, one
-// with metrics and tracing off, one with both on.
-func runInstrumentation(ctx context.Context, o Options, c, pairs int) (InstrumentationResult, error) {
-	res := InstrumentationResult{Concurrency: c}
+// runInstrumentation runs rounds of the four variants at concurrency c.
+func runInstrumentation(ctx context.Context, o Options, c, rounds int) (InstrumentationResult, error) {
+	res := InstrumentationResult{Concurrency: c, Runs: map[string][]PipelineResult{}}
 	otlp, err := newOTLPReceiver()
 	if err != nil {
 		return res, err
 	}
 	defer otlp.srv.Close()
 	var scrapes atomic.Int64
-	for range pairs {
-		off, err := runPipeline(ctx, o, RoleTransit, c, []string{"OTEL_TRACES_EXPORTER=none"}, "--http-addr", "off")
-		if err != nil {
-			return res, fmt.Errorf("off: %w", err)
+	for round := range rounds {
+		// Each round starts one variant later, so a drift of the machine
+		// during a round does not always fall on the same variant.
+		for k := range instrumentationVariants {
+			v := instrumentationVariants[(round+k)%len(instrumentationVariants)]
+			env, flags := []string{"OTEL_TRACES_EXPORTER=none"}, []string{"--http-addr", "off"}
+			if v.tracing {
+				env = []string{"OTEL_TRACES_EXPORTER=otlp", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf",
+					"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=" + otlp.url}
+			}
+			stopScraping := func() {}
+			if v.metrics {
+				port, err := emulator.FreePort()
+				if err != nil {
+					return res, err
+				}
+				addr := fmt.Sprintf("127.0.0.1:%d", port)
+				flags = []string{"--http-addr", addr}
+				var scrapeCtx context.Context
+				scrapeCtx, stopScraping = context.WithCancel(ctx)
+				go scrape(scrapeCtx, "http://"+addr+"/metrics", &scrapes)
+			}
+			if err := resetMoto(ctx); err != nil {
+				stopScraping()
+				return res, err
+			}
+			r, err := runPipeline(ctx, o, RoleTransit, c, env, flags...)
+			stopScraping()
+			if err != nil {
+				return res, fmt.Errorf("%s: %w", v.name, err)
+			}
+			res.Runs[v.name] = append(res.Runs[v.name], r)
 		}
-		res.Off = append(res.Off, off)
-		port, err := freePort()
-		if err != nil {
-			return res, err
-		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		scrapeCtx, stopScraping := context.WithCancel(ctx)
-		go scrape(scrapeCtx, "http://"+addr+"/metrics", &scrapes)
-		on, err := runPipeline(ctx, o, RoleTransit, c, []string{
-			"OTEL_TRACES_EXPORTER=otlp",
-			"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf",
-			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=" + otlp.url,
-		}, "--http-addr", addr)
-		stopScraping()
-		if err != nil {
-			return res, fmt.Errorf("on: %w", err)
-		}
-		res.On = append(res.On, on)
 	}
 	res.Spans, res.Scrapes = otlp.spans.Load(), scrapes.Load()
 	return res, nil
+}
+
+// resetMoto clears moto's state: it slows down as each run's queues and
+// topics pile up, which would fall on the later runs and swamp the cost
+// measured. Every run provisions its own stack.
+func resetMoto(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, os.Getenv("AWS_ENDPOINT_URL")+"/moto-api/reset", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("reset moto: %w", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("reset moto: %s", resp.Status)
+	}
+	return nil
 }
 
 // scrape reads url every second, as a demanding Prometheus would, until
@@ -92,7 +128,11 @@ func scrape(ctx context.Context, url string, scrapes *atomic.Int64) {
 			return
 		case <-t.C:
 		}
-		resp, err := http.Get(url)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			continue
 		}
@@ -102,15 +142,6 @@ func scrape(ctx context.Context, url string, scrapes *atomic.Int64) {
 			scrapes.Add(1)
 		}
 	}
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // otlpReceiver takes OTLP/HTTP trace exports and counts their spans, as a
@@ -151,13 +182,14 @@ func newOTLPReceiver() (*otlpReceiver, error) {
 }
 
 func (i InstrumentationResult) write(out io.Writer, w *tabwriter.Writer) {
-	off, on := cpuPerCommand(i.Off), cpuPerCommand(i.On)
-	fmt.Fprintf(out, "\nMetrics and tracing: transit at concurrency %d, %d pairs run alternately; on = /metrics scraped every second and every command traced, exported over OTLP/HTTP (%d spans, %d scrapes); off = no ops server, no tracing\n",
-		i.Concurrency, len(i.On), i.Spans, i.Scrapes)
-	fmt.Fprintln(w, "\tCPU µs per command (median)\tcmd/s (median)\t")
-	fmt.Fprintf(w, "off\t%.0f\t%.1f\t\n", float64(off.Microseconds()), medianRate(i.Off))
-	fmt.Fprintf(w, "on\t%.0f\t%.1f\t\n", float64(on.Microseconds()), medianRate(i.On))
-	fmt.Fprintf(w, "on/off\t%s\t%s\t\n", ratio(float64(on), float64(off)), ratio(medianRate(i.On), medianRate(i.Off)))
+	fmt.Fprintf(out, "\nMetrics and tracing: transit at concurrency %d, %d rounds of four runs; metrics = /metrics served and scraped every second (%d scrapes); tracing = every command traced and exported over OTLP/HTTP to a local receiver (%d spans); off = neither (no ops server, no metrics kept)\n",
+		i.Concurrency, len(i.Runs["off"]), i.Scrapes, i.Spans)
+	fmt.Fprintln(w, "\tCPU µs per command (median)\tratio to off\tcmd/s (median)\tratio to off\t")
+	off, offRate := cpuPerCommand(i.Runs["off"]), medianRate(i.Runs["off"])
+	for _, v := range instrumentationVariants {
+		cpu, rate := cpuPerCommand(i.Runs[v.name]), medianRate(i.Runs[v.name])
+		fmt.Fprintf(w, "%s\t%.0f\t%s\t%.1f\t%s\t\n", v.name, float64(cpu.Microseconds()), ratio(float64(cpu), float64(off)), rate, ratio(rate, offRate))
+	}
 	w.Flush()
 }
 

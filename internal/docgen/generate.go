@@ -72,7 +72,7 @@ func Generate(root string) ([]Page, error) {
 			sub := section.FindSubmatch(m)
 			kind, name := string(sub[2]), string(sub[3])
 			if kind == "machine" {
-				diagram, ok := machines[name]
+				diagram, ok := machine.All[name]
 				if !ok {
 					problems = append(problems, fmt.Sprintf("no machine %q", name))
 					return m
@@ -113,32 +113,6 @@ func Generate(root string) ([]Page, error) {
 		return nil, fmt.Errorf("no docs page shows table %s: add <!-- BEGIN generated: table NAME --> <!-- END generated --> to one", strings.Join(missing, ", "))
 	}
 	return pages, nil
-}
-
-// machines are the state machines whose diagrams pages show, by the name
-// their section markers use.
-var machines = map[string]interface{ Mermaid() string }{
-	machine.Sandbox.Name:      machine.Sandbox,
-	machine.Layer.Name:        machine.Layer,
-	machine.LayerPointer.Name: machine.LayerPointer,
-	machine.Timer.Name:        machine.Timer,
-	machine.Shard.Name:        machine.Shard,
-
-	machine.Org.Name:          machine.Org,
-	machine.User.Name:         machine.User,
-	machine.EmailClaim.Name:   machine.EmailClaim,
-	machine.Project.Name:      machine.Project,
-	machine.Settings.Name:     machine.Settings,
-	machine.Secret.Name:       machine.Secret,
-	machine.Task.Name:         machine.Task,
-	machine.TaskClaim.Name:    machine.TaskClaim,
-	machine.Queue.Name:        machine.Queue,
-	machine.Agent.Name:        machine.Agent,
-	machine.Notification.Name: machine.Notification,
-
-	machine.Account.Name:  machine.Account,
-	machine.Schedule.Name: machine.Schedule,
-	machine.Resource.Name: machine.Resource,
 }
 
 // projection is what store's provisioning projects into every secondary

@@ -173,7 +173,7 @@ func StartDynamoDBLocal(ctx context.Context, dir, logPath string) (*DynamoDBLoca
 	if _, err := os.Stat(filepath.Join(dir, "DynamoDBLocal.jar")); err != nil {
 		return nil, fmt.Errorf("start DynamoDB Local: no DynamoDBLocal.jar in %s (see InstallDynamoDBLocal): %w", dir, err)
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, fmt.Errorf("start DynamoDB Local: pick a port: %w", err)
 	}

@@ -30,7 +30,7 @@ type Moto struct {
 // loopback port and waits until it answers. logPath, when set, receives
 // its output.
 func StartMoto(ctx context.Context, logPath string) (*Moto, error) {
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,8 @@ func (m *Moto) closeLog() {
 	}
 }
 
-func freePort() (int, error) {
+// FreePort is a loopback TCP port nobody listens on now.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
