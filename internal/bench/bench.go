@@ -66,7 +66,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	defer stop()
+	defer func() { stop() }()
 	rep.Emulators = desc
 	fmt.Fprintf(out, "emulators: %s\n", desc)
 	for _, c := range o.Concurrencies {
@@ -104,6 +104,9 @@ func Run(ctx context.Context, o Options, out io.Writer) (Report, error) {
 		rep.Tasks = &t
 	}
 	if o.InstrumentationRounds > 0 {
+		// Its runs start emulators of their own (runInstrumentation).
+		stop()
+		stop = func() {}
 		c := o.Concurrencies[len(o.Concurrencies)-1]
 		fmt.Fprintf(out, "instrumentation: %d rounds of transit at concurrency %d with neither, metrics, tracing and both...\n", o.InstrumentationRounds, c)
 		i, err := runInstrumentation(ctx, o, c, o.InstrumentationRounds)

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"sync/atomic"
 	"text/tabwriter"
@@ -82,12 +81,17 @@ func runInstrumentation(ctx context.Context, o Options, c, rounds int) (Instrume
 				scrapeCtx, stopScraping = context.WithCancel(ctx)
 				go scrape(scrapeCtx, "http://"+addr+"/metrics", &scrapes)
 			}
-			if err := resetMoto(ctx); err != nil {
+			// Fresh emulators for every run: both slow down as the runs'
+			// stacks pile up, which would fall on the later runs and
+			// swamp the cost measured.
+			stopEmulators, _, err := startEmulators(ctx, o)
+			if err != nil {
 				stopScraping()
 				return res, err
 			}
 			r, err := runPipeline(ctx, o, RoleTransit, c, env, flags...)
 			stopScraping()
+			stopEmulators()
 			if err != nil {
 				return res, fmt.Errorf("%s: %w", v.name, err)
 			}
@@ -96,25 +100,6 @@ func runInstrumentation(ctx context.Context, o Options, c, rounds int) (Instrume
 	}
 	res.Spans, res.Scrapes = otlp.spans.Load(), scrapes.Load()
 	return res, nil
-}
-
-// resetMoto clears moto's state: it slows down as each run's queues and
-// topics pile up, which would fall on the later runs and swamp the cost
-// measured. Every run provisions its own stack.
-func resetMoto(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, os.Getenv("AWS_ENDPOINT_URL")+"/moto-api/reset", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("reset moto: %w", err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("reset moto: %s", resp.Status)
-	}
-	return nil
 }
 
 // scrape reads url every second, as a demanding Prometheus would, until
