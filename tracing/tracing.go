@@ -16,14 +16,14 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/smithy-go/middleware"
 	"go.opentelemetry.io/contrib/exporters/autoexport"
-	"go.opentelemetry.io/contrib/instrumentation/github.com/aws/aws-sdk-go-v2/otelaws"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/embedded"
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
@@ -99,35 +99,25 @@ func Enabled(tp trace.TracerProvider) bool {
 // InstrumentAWS gives every AWS call made with cfg a client span under
 // the span it was made in (a delivery, a timer callback): the DynamoDB
 // calls of a command nest under its handling. Calls made outside any span
-// are left out: the long polls, acks, lease renewals and scheduler polls
-// that run all the time would each start a trace of its own, every few
-// seconds, saying nothing.
+// cost one context lookup and are left out: the long polls, acks, lease
+// renewals and scheduler polls that run all the time would each start a
+// trace of its own, every few seconds, saying nothing. A middleware of
+// our own rather than otelaws, which builds every call's attributes
+// before its tracer can decline the span (and is deprecated upstream).
 func InstrumentAWS(cfg *aws.Config, tp trace.TracerProvider) {
-	otelaws.AppendMiddlewares(&cfg.APIOptions,
-		otelaws.WithTracerProvider(childrenOnly{tp: tp}),
-		// AWS does not read W3C headers; and not the global propagator.
-		otelaws.WithTextMapPropagator(propagation.NewCompositeTextMapPropagator()))
-}
-
-// childrenOnly is a provider whose tracers start spans only under a span.
-type childrenOnly struct {
-	embedded.TracerProvider
-	tp trace.TracerProvider
-}
-
-func (c childrenOnly) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
-	return childrenOnlyTracer{tracer: c.tp.Tracer(name, opts...)}
-}
-
-type childrenOnlyTracer struct {
-	embedded.Tracer
-	tracer trace.Tracer
-}
-
-func (t childrenOnlyTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
-		// The context's span: a no-op one, recording nothing.
-		return ctx, trace.SpanFromContext(ctx)
-	}
-	return t.tracer.Start(ctx, name, opts...)
+	tracer := tp.Tracer(ScopeName)
+	cfg.APIOptions = append(cfg.APIOptions, func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("transit.trace",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				if !trace.SpanContextFromContext(ctx).IsValid() {
+					return next.HandleInitialize(ctx, in)
+				}
+				service, operation := awsmiddleware.GetServiceID(ctx), awsmiddleware.GetOperationName(ctx)
+				ctx, span := tracer.Start(ctx, service+"."+operation, trace.WithSpanKind(trace.SpanKindClient),
+					trace.WithAttributes(semconv.RPCSystemNameKey.String("aws-api"), semconv.RPCMethod(service+"/"+operation)))
+				out, md, err := next.HandleInitialize(ctx, in)
+				End(span, err)
+				return out, md, err
+			}), middleware.After)
+	})
 }
