@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 
 	"transit/internal/emulator"
 	"transit/messages"
@@ -475,20 +476,7 @@ func (h neverHandler) Handle(context.Context, messages.Command) ([]messages.Out,
 // asserted), with its routing attributes and the reason, which names the
 // attributes left out.
 func TestRegister_dead_letters_fit_the_attribute_limit(t *testing.T) {
-	endpoint := motoEndpoint(t)
-	client := sqsClient(endpoint, nil)
-	cfg := router.Config{Stack: transport.Stack{Prefix: emulator.TestPrefix + uuid.NewString()[:8]}, CommandTimeout: 5 * time.Second, CloseTimeout: 5 * time.Second}
-	queueURL := createQueue(t, client, cfg.Stack.CommandQueue(messages.Sandbox))
-	dlqURL := createQueue(t, client, cfg.Stack.DeadLetterQueue(messages.Sandbox))
-	queues, err := wmsqs.NewPublisher(wmsqs.PublisherConfig{AWSConfig: awsConfig(endpoint), DoNotCreateQueueIfNotExists: true}, watermill.NopLogger{})
-	require.NoError(t, err)
-	r, err := router.New(cfg, watermill.NopLogger{})
-	require.NoError(t, err)
-	sub := transport.NewSubscriber(client, transport.SubscriberConfig{}, watermill.NopLogger{})
-	require.NoError(t, router.Register(r, cfg, messages.Sandbox, sub, transport.NewPublisher(cfg.Stack, nil, queues), neverHandler{t}))
-	ran := make(chan error, 1)
-	go func() { ran <- r.Run(context.Background()) }()
-	<-r.Running()
+	client, _, queueURL, dlqURL, stop := deadLetterRouter(t, nil)
 
 	id := uuid.NewString()
 	attrs := map[string]types.MessageAttributeValue{}
@@ -498,7 +486,7 @@ func TestRegister_dead_letters_fit_the_attribute_limit(t *testing.T) {
 	} {
 		attrs[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 	}
-	_, err = client.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String("not json"), MessageAttributes: attrs})
+	_, err := client.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String("not json"), MessageAttributes: attrs})
 	require.NoError(t, err)
 
 	var dead []transport.DeadLetter
@@ -515,8 +503,31 @@ func TestRegister_dead_letters_fit_the_attribute_limit(t *testing.T) {
 	assert.Contains(t, d.Attributes, middleware.PoisonedHandlerKey)
 	assert.Contains(t, d.Reason, "attributes not kept, SQS takes 10: a3, a4, a5, a6")
 
-	require.NoError(t, router.Shutdown(r, 5*time.Second, sub))
-	require.NoError(t, <-ran)
+	stop()
 	visible, invisible := queueDepth(t, client, queueURL)
 	assert.Equal(t, 0, visible+invisible, "the poison command was acked")
+}
+
+// deadLetterRouter runs a router whose sandbox handler never runs (every
+// command sent is poison) on fresh SQS queues, its DLQ publisher traced
+// with tp when tp records; stop drains and closes it.
+func deadLetterRouter(t *testing.T, tp trace.TracerProvider) (client *sqs.Client, stack transport.Stack, queueURL, dlqURL string, stop func()) {
+	endpoint := motoEndpoint(t)
+	client = sqsClient(endpoint, nil)
+	cfg := router.Config{Stack: transport.Stack{Prefix: emulator.TestPrefix + uuid.NewString()[:8]}, CommandTimeout: 5 * time.Second, CloseTimeout: 5 * time.Second, Tracing: tp}
+	queueURL = createQueue(t, client, cfg.Stack.CommandQueue(messages.Sandbox))
+	dlqURL = createQueue(t, client, cfg.Stack.DeadLetterQueue(messages.Sandbox))
+	queues, err := wmsqs.NewPublisher(wmsqs.PublisherConfig{AWSConfig: awsConfig(endpoint), DoNotCreateQueueIfNotExists: true}, watermill.NopLogger{})
+	require.NoError(t, err)
+	r, err := router.New(cfg, watermill.NopLogger{})
+	require.NoError(t, err)
+	sub := transport.NewSubscriber(client, transport.SubscriberConfig{}, watermill.NopLogger{})
+	require.NoError(t, router.Register(r, cfg, messages.Sandbox, sub, transport.NewPublisher(cfg.Stack, nil, queues).Traced(tp), neverHandler{t}))
+	ran := make(chan error, 1)
+	go func() { ran <- r.Run(context.Background()) }()
+	<-r.Running()
+	return client, cfg.Stack, queueURL, dlqURL, func() {
+		require.NoError(t, router.Shutdown(r, 5*time.Second, sub))
+		require.NoError(t, <-ran)
+	}
 }

@@ -22,7 +22,6 @@ import (
 
 	"transit/internal/emulator"
 	"transit/messages"
-	"transit/router"
 	"transit/tracing"
 	"transit/transport"
 )
@@ -54,22 +53,9 @@ func spanOf(t *testing.T, spans tracetest.SpanStubs, kind trace.SpanKind, id str
 // fills the limit with its own reaches the DLQ without: its publish span
 // says the context was left out.
 func TestRegister_traced_dead_letters_fit_the_attribute_limit(t *testing.T) {
-	endpoint := motoEndpoint(t)
-	client := sqsClient(endpoint, nil)
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	cfg := router.Config{Stack: transport.Stack{Prefix: emulator.TestPrefix + uuid.NewString()[:8]}, CommandTimeout: 5 * time.Second, CloseTimeout: 5 * time.Second, Tracing: tp}
-	queueURL := createQueue(t, client, cfg.Stack.CommandQueue(messages.Sandbox))
-	dlqURL := createQueue(t, client, cfg.Stack.DeadLetterQueue(messages.Sandbox))
-	queues, err := wmsqs.NewPublisher(wmsqs.PublisherConfig{AWSConfig: awsConfig(endpoint), DoNotCreateQueueIfNotExists: true}, watermill.NopLogger{})
-	require.NoError(t, err)
-	r, err := router.New(cfg, watermill.NopLogger{})
-	require.NoError(t, err)
-	sub := transport.NewSubscriber(client, transport.SubscriberConfig{}, watermill.NopLogger{})
-	require.NoError(t, router.Register(r, cfg, messages.Sandbox, sub, transport.NewPublisher(cfg.Stack, nil, queues).Traced(tp), neverHandler{t}))
-	ran := make(chan error, 1)
-	go func() { ran <- r.Run(context.Background()) }()
-	<-r.Running()
+	client, stack, queueURL, dlqURL, stop := deadLetterRouter(t, tp)
 
 	_, producer := tp.Tracer("producer").Start(context.Background(), "publish")
 	producer.End()
@@ -93,11 +79,11 @@ func TestRegister_traced_dead_letters_fit_the_attribute_limit(t *testing.T) {
 
 	var dead []transport.DeadLetter
 	require.Eventually(t, func() bool {
+		var err error
 		dead, err = transport.ListDeadLetters(context.Background(), client, dlqURL, 10)
 		return err == nil && len(dead) == 2
 	}, 15*time.Second, 100*time.Millisecond, "both poison commands reach the DLQ")
-	require.NoError(t, router.Shutdown(r, 5*time.Second, sub))
-	require.NoError(t, <-ran)
+	stop()
 	letters := map[string]transport.DeadLetter{}
 	for _, d := range dead {
 		assert.Len(t, d.Attributes, 10, "SQS takes ten")
@@ -111,7 +97,7 @@ func TestRegister_traced_dead_letters_fit_the_attribute_limit(t *testing.T) {
 	assert.Equal(t, producer.SpanContext().SpanID(), process.Parent.SpanID(), "the delivery continues the producer's trace")
 	assert.Equal(t, codes.Error, process.Status.Code, "a dead-lettered delivery failed")
 	assert.Equal(t, process.SpanContext.SpanID(), publish.Parent.SpanID(), "the DLQ publish is the delivery's")
-	assert.Contains(t, publish.Attributes, semconv.MessagingDestinationName(cfg.Stack.DeadLetterQueue(messages.Sandbox)))
+	assert.Contains(t, publish.Attributes, semconv.MessagingDestinationName(stack.DeadLetterQueue(messages.Sandbox)))
 	assert.Equal(t, traceparentOf(publish.SpanContext), d.Attributes[tracing.TraceparentAttribute], "the dead letter carries its DLQ publish")
 	assert.Equal(t, producer.SpanContext().TraceID(), publish.SpanContext.TraceID())
 	assert.Contains(t, d.Reason, "attributes not kept, SQS takes 10: a2, a3, a4, a5")
