@@ -42,17 +42,20 @@ const (
 // message carries (its publish), so that what the handler does (its AWS
 // calls) nests under it and what it produces is published as its child.
 // The span fails when the delivery does: an error, or a message sent to
-// the DLQ. Placed outside the retries, it spans every attempt.
+// the DLQ. Placed outside the retries, it spans every attempt. Its
+// attributes are built only for a span the sampler keeps (the samplers
+// the SDK ships decide without them).
 func Consume(tp trace.TracerProvider) message.HandlerMiddleware {
 	tracer := tp.Tracer(ScopeName)
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
 			parent := Propagator().Extract(msg.Context(), propagation.MapCarrier(msg.Metadata))
-			ctx, span := tracer.Start(parent, spanName(msg, "process"),
-				trace.WithSpanKind(trace.SpanKindConsumer),
-				trace.WithAttributes(append(messageAttributes(msg, message.SubscribeTopicFromCtx(msg.Context())),
-					SQS, semconv.MessagingOperationTypeProcess, semconv.MessagingOperationName("process"))...))
+			ctx, span := tracer.Start(parent, spanName(msg, "process"), trace.WithSpanKind(trace.SpanKindConsumer))
 			defer span.End()
+			if span.IsRecording() {
+				span.SetAttributes(append(messageAttributes(msg, message.SubscribeTopicFromCtx(msg.Context())),
+					SQS, semconv.MessagingOperationTypeProcess, semconv.MessagingOperationName("process"))...)
+			}
 			msg.SetContext(ctx)
 			out, err := h(msg)
 			if err != nil {
@@ -74,10 +77,11 @@ func Consume(tp trace.TracerProvider) message.HandlerMiddleware {
 // metadata, which may hold at most limit entries (see Inject). End ends
 // it.
 func StartPublish(ctx context.Context, tracer trace.Tracer, system attribute.KeyValue, dest string, msg *message.Message, limit int) trace.Span {
-	ctx, span := tracer.Start(ctx, spanName(msg, "publish"),
-		trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(append(messageAttributes(msg, dest),
-			system, semconv.MessagingOperationTypeSend, semconv.MessagingOperationName("publish"))...))
+	ctx, span := tracer.Start(ctx, spanName(msg, "publish"), trace.WithSpanKind(trace.SpanKindProducer))
+	if span.IsRecording() {
+		span.SetAttributes(append(messageAttributes(msg, dest),
+			system, semconv.MessagingOperationTypeSend, semconv.MessagingOperationName("publish"))...)
+	}
 	Inject(ctx, msg.Metadata, limit)
 	return span
 }

@@ -101,7 +101,8 @@ func Enabled(tp trace.TracerProvider) bool {
 // calls of a command nest under its handling. Calls made outside any span
 // cost one context lookup and are left out: the long polls, acks, lease
 // renewals and scheduler polls that run all the time would each start a
-// trace of its own, every few seconds, saying nothing. A middleware of
+// trace of its own, every few seconds, saying nothing. So are calls under
+// a span the sampler dropped: its children are dropped too. A middleware of
 // our own rather than otelaws, which builds every call's attributes
 // before its tracer can decline the span (and is deprecated upstream).
 func InstrumentAWS(cfg *aws.Config, tp trace.TracerProvider) {
@@ -109,7 +110,7 @@ func InstrumentAWS(cfg *aws.Config, tp trace.TracerProvider) {
 	cfg.APIOptions = append(cfg.APIOptions, func(stack *middleware.Stack) error {
 		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("transit.trace",
 			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-				if !trace.SpanContextFromContext(ctx).IsValid() {
+				if !trace.SpanFromContext(ctx).IsRecording() {
 					return next.HandleInitialize(ctx, in)
 				}
 				service, operation := awsmiddleware.GetServiceID(ctx), awsmiddleware.GetOperationName(ctx)

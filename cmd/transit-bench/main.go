@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,7 +65,9 @@ func runBench(ctx context.Context, args []string) error {
 	fs.DurationVar(&o.TimerSpread, "timer-spread", 3*time.Second, "the timer case's timers fall due within this")
 	fs.IntVar(&o.Tasks, "tasks", 300, "tasks leased in the task case (0 skips it)")
 	fs.IntVar(&o.Agents, "agents", 20, "agents leasing tasks in the task case, each a closed loop")
-	fs.IntVar(&o.InstrumentationRounds, "instrumentation-rounds", 3, "rounds of four runs (neither, metrics, tracing, both) measuring what metrics and tracing cost (0 skips it)")
+	fs.DurationVar(&o.ScrapeInterval, "scrape-interval", 15*time.Second, "how often the instrumentation case reads /metrics (Prometheus's usual interval)")
+	fs.BoolVar(&o.Profile, "profile", false, "write a CPU profile of each instrumentation run's worker beside the report")
+	fs.IntVar(&o.InstrumentationRounds, "instrumentation-rounds", 5, "rounds of five runs (neither, metrics, tracing, both, both keeping one trace in ten) measuring what metrics and tracing cost (0 skips it)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -73,6 +76,9 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	if o.Timers < 0 || o.TimerSpread <= 0 {
 		return fmt.Errorf("--timers %d / --timer-spread %s: want 0 or more timers within a positive spread", o.Timers, o.TimerSpread)
+	}
+	if o.ScrapeInterval <= 0 {
+		return fmt.Errorf("--scrape-interval: %s, want more than 0", o.ScrapeInterval)
 	}
 	if o.InstrumentationRounds < 0 {
 		return fmt.Errorf("--instrumentation-rounds: %d, want 0 or more", o.InstrumentationRounds)
@@ -129,8 +135,20 @@ func metered(ctx context.Context, name string, args []string, work func(context.
 	var cfg config.Config
 	binder := config.Bind(fs, &cfg)
 	statsOut := fs.String("stats-out", "", "write AWS requests, DynamoDB capacity, CPU and allocations as JSON to this file on exit (and to FILE.mark on SIGUSR1); required")
+	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *statsOut == "" {
 		return errors.New("--stats-out is required")

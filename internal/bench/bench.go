@@ -32,9 +32,14 @@ type Options struct {
 	TimerSpread time.Duration
 	// Tasks leased by Agents agents in the task case; 0 skips it.
 	Tasks, Agents int
-	// InstrumentationRounds of four runs (neither, metrics, tracing,
-	// both) measure what metrics and tracing cost; 0 skips it.
+	// InstrumentationRounds of five runs (neither, metrics, tracing,
+	// both, both with one trace in ten kept) measure what metrics and tracing cost; 0 skips it.
 	InstrumentationRounds int
+	// ScrapeInterval is how often the metrics variants' /metrics is read.
+	ScrapeInterval time.Duration
+	// Profile writes a CPU profile of each instrumentation run's worker
+	// to OutDir, to see where a variant's extra cost goes.
+	Profile bool
 	// OutDir receives report.json, throughput.svg and the workers' stats.
 	OutDir string
 	// Executable is the transit-bench binary, whose bench-serve and
@@ -108,7 +113,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (Report, error) {
 		stop()
 		stop = func() {}
 		c := o.Concurrencies[len(o.Concurrencies)-1]
-		fmt.Fprintf(out, "instrumentation: %d rounds of transit at concurrency %d with neither, metrics, tracing and both...\n", o.InstrumentationRounds, c)
+		fmt.Fprintf(out, "instrumentation: %d rounds of transit at concurrency %d with neither, metrics, tracing, both and both sampled...\n", o.InstrumentationRounds, c)
 		i, err := runInstrumentation(ctx, o, c, o.InstrumentationRounds)
 		if err != nil {
 			return rep, fmt.Errorf("instrumentation: %w", err)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"text/tabwriter"
@@ -18,12 +19,15 @@ import (
 )
 
 // InstrumentationResult is what metrics and tracing cost: transit's
-// pipeline with neither, with /metrics scraped every second, with every
-// command traced and exported over OTLP, and with both, run in rounds of
-// the four so the machine's drift falls on every side.
+// pipeline with neither, with /metrics scraped, with every command traced
+// and exported over OTLP, with both, and with both keeping one trace in
+// ten, run in rounds of the five so the machine's drift falls on every
+// side.
 type InstrumentationResult struct {
-	Concurrency int `json:"concurrency"`
-	// Runs holds each variant's runs, by instrumentationVariants' names.
+	Concurrency    int           `json:"concurrency"`
+	ScrapeInterval time.Duration `json:"scrape_interval"`
+	// Runs holds each variant's runs, by instrumentationVariants' names,
+	// in the order of the rounds.
 	Runs map[string][]PipelineResult `json:"runs"`
 	// Spans the OTLP receiver took and scrapes of /metrics: proof that
 	// they were on.
@@ -31,11 +35,14 @@ type InstrumentationResult struct {
 	Scrapes int64 `json:"scrapes"`
 }
 
-// instrumentationVariants are the four runs of a round.
+// instrumentationVariants are the runs of a round. Tracing keeps every
+// command's trace but in both-sampled, which keeps one in ten, as a
+// production deployment would (a ratio sampler, parent-based).
 var instrumentationVariants = []struct {
 	name             string
 	metrics, tracing bool
-}{{"off", false, false}, {"metrics", true, false}, {"tracing", false, true}, {"both", true, true}}
+	sampled          string
+}{{"off", false, false, ""}, {"metrics", true, false, ""}, {"tracing", false, true, ""}, {"both", true, true, ""}, {"both-sampled", true, true, "0.1"}}
 
 // cpuPerCommand is the median CPU per command of rs.
 func cpuPerCommand(rs []PipelineResult) time.Duration {
@@ -50,9 +57,31 @@ func cpuPerCommand(rs []PipelineResult) time.Duration {
 	return per[len(per)/2]
 }
 
-// runInstrumentation runs rounds of the four variants at concurrency c.
+// pairedRatios are, over the rounds, the median, lowest and highest of
+// a variant's figure per command to off's in the same round: runs
+// minutes apart on a shared machine differ more than the variants do,
+// runs of one round less.
+func pairedRatios(variant, off []PipelineResult, per func(PipelineResult) float64) (median, lowest, highest float64) {
+	var rs []float64
+	for i := range min(len(variant), len(off)) {
+		rs = append(rs, per(variant[i])/per(off[i]))
+	}
+	if len(rs) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(rs)
+	return rs[len(rs)/2], rs[0], rs[len(rs)-1]
+}
+
+// The figures per command the instrumentation case compares.
+func cpuOf(r PipelineResult) float64    { return float64(r.Cost.CPU) / float64(r.Commands) }
+func allocsOf(r PipelineResult) float64 { return float64(r.Cost.Mallocs) / float64(r.Commands) }
+func bytesOf(r PipelineResult) float64  { return float64(r.Cost.AllocBytes) / float64(r.Commands) }
+func rateOf(r PipelineResult) float64   { return r.PerSecond }
+
+// runInstrumentation runs rounds of the variants at concurrency c.
 func runInstrumentation(ctx context.Context, o Options, c, rounds int) (InstrumentationResult, error) {
-	res := InstrumentationResult{Concurrency: c, Runs: map[string][]PipelineResult{}}
+	res := InstrumentationResult{Concurrency: c, ScrapeInterval: o.ScrapeInterval, Runs: map[string][]PipelineResult{}}
 	otlp, err := newOTLPReceiver()
 	if err != nil {
 		return res, err
@@ -68,6 +97,9 @@ func runInstrumentation(ctx context.Context, o Options, c, rounds int) (Instrume
 			if v.tracing {
 				env = []string{"OTEL_TRACES_EXPORTER=otlp", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf",
 					"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=" + otlp.url}
+				if v.sampled != "" {
+					env = append(env, "OTEL_TRACES_SAMPLER=parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG="+v.sampled)
+				}
 			}
 			stopScraping := func() {}
 			if v.metrics {
@@ -79,7 +111,10 @@ func runInstrumentation(ctx context.Context, o Options, c, rounds int) (Instrume
 				flags = []string{"--http-addr", addr}
 				var scrapeCtx context.Context
 				scrapeCtx, stopScraping = context.WithCancel(ctx)
-				go scrape(scrapeCtx, "http://"+addr+"/metrics", &scrapes)
+				go scrape(scrapeCtx, "http://"+addr+"/metrics", o.ScrapeInterval, &scrapes)
+			}
+			if o.Profile {
+				flags = append(flags, "--cpu-profile", filepath.Join(o.OutDir, fmt.Sprintf("instrumentation-%s-%d.pprof", v.name, round+1)))
 			}
 			// Fresh emulators for every run: both slow down as the runs'
 			// stacks pile up, which would fall on the later runs and
@@ -102,10 +137,10 @@ func runInstrumentation(ctx context.Context, o Options, c, rounds int) (Instrume
 	return res, nil
 }
 
-// scrape reads url every second, as a demanding Prometheus would, until
-// ctx ends; the worker may not be listening yet at first.
-func scrape(ctx context.Context, url string, scrapes *atomic.Int64) {
-	t := time.NewTicker(time.Second)
+// scrape reads url every interval, as Prometheus would, until ctx ends;
+// the worker may not be listening yet at first.
+func scrape(ctx context.Context, url string, interval time.Duration, scrapes *atomic.Int64) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -167,25 +202,17 @@ func newOTLPReceiver() (*otlpReceiver, error) {
 }
 
 func (i InstrumentationResult) write(out io.Writer, w *tabwriter.Writer) {
-	fmt.Fprintf(out, "\nMetrics and tracing: transit at concurrency %d, %d rounds of four runs; metrics = /metrics served and scraped every second (%d scrapes); tracing = every command traced and exported over OTLP/HTTP to a local receiver (%d spans); off = neither (no ops server, no metrics kept)\n",
-		i.Concurrency, len(i.Runs["off"]), i.Scrapes, i.Spans)
-	fmt.Fprintln(w, "\tCPU µs per command (median)\tratio to off\tcmd/s (median)\tratio to off\t")
-	off, offRate := cpuPerCommand(i.Runs["off"]), medianRate(i.Runs["off"])
+	fmt.Fprintf(out, "\nMetrics and tracing: transit at concurrency %d, %d rounds of five runs; metrics = /metrics served and scraped every %s (%d scrapes); tracing = every command traced and exported over OTLP/HTTP to a local receiver (%d spans); both-sampled = both, keeping one trace in ten (parentbased_traceidratio 0.1); off = neither (no ops server, no metrics kept). Ratios are to off in the same round, median over the rounds (CPU: and the rounds' range; allocations vary far less than CPU time on a shared machine)\n",
+		i.Concurrency, len(i.Runs["off"]), i.ScrapeInterval, i.Scrapes, i.Spans)
+	fmt.Fprintln(w, "\tCPU µs per command (median)\tCPU ratio\trounds' range\tallocs ratio\tKiB ratio\tcmd/s ratio\t")
+	off := i.Runs["off"]
 	for _, v := range instrumentationVariants {
-		cpu, rate := cpuPerCommand(i.Runs[v.name]), medianRate(i.Runs[v.name])
-		fmt.Fprintf(w, "%s\t%.0f\t%s\t%.1f\t%s\t\n", v.name, float64(cpu.Microseconds()), ratio(float64(cpu), float64(off)), rate, ratio(rate, offRate))
+		runs := i.Runs[v.name]
+		cpu, lo, hi := pairedRatios(runs, off, cpuOf)
+		allocs, _, _ := pairedRatios(runs, off, allocsOf)
+		bytes, _, _ := pairedRatios(runs, off, bytesOf)
+		rate, _, _ := pairedRatios(runs, off, rateOf)
+		fmt.Fprintf(w, "%s\t%.0f\t%.2f\t%.2f–%.2f\t%.2f\t%.2f\t%.2f\t\n", v.name, float64(cpuPerCommand(runs).Microseconds()), cpu, lo, hi, allocs, bytes, rate)
 	}
 	w.Flush()
-}
-
-func medianRate(rs []PipelineResult) float64 {
-	var v []float64
-	for _, r := range rs {
-		v = append(v, r.PerSecond)
-	}
-	slices.Sort(v)
-	if len(v) == 0 {
-		return 0
-	}
-	return v[len(v)/2]
 }
