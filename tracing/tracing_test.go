@@ -8,6 +8,10 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	smithymiddleware "github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/codes"
@@ -206,4 +210,46 @@ func TestStartPublish_carries_the_span_within_the_attribute_limit(t *testing.T) 
 	assert.Equal(t, message.Metadata{"a": "1", "b": "2"}, md, "no room: no trace context, not a stale one")
 	require.Len(t, s.Events, 2)
 	assert.Equal(t, "trace context not carried: the message has no attribute left", s.Events[0].Name)
+}
+
+// An AWS call gets a span only under a span that records: not outside
+// any span (the idle long polls), and not under one the sampler dropped.
+func TestInstrumentAWS_spans_calls_only_under_a_kept_span(t *testing.T) {
+	exp, tp := recorder()
+	var cfg aws.Config
+	InstrumentAWS(&cfg, tp)
+	// call makes a call in ctx and returns the span context the call
+	// itself ran in.
+	call := func(ctx context.Context) (in trace.SpanContext) {
+		stack := smithymiddleware.NewStack("GetItem", smithyhttp.NewStackRequest)
+		for _, add := range cfg.APIOptions {
+			require.NoError(t, add(stack))
+		}
+		ctx = awsmiddleware.SetOperationName(awsmiddleware.SetServiceID(ctx, "DynamoDB"), "GetItem")
+		done := smithymiddleware.HandlerFunc(func(ctx context.Context, _ any) (any, smithymiddleware.Metadata, error) {
+			in = trace.SpanContextFromContext(ctx)
+			return nil, smithymiddleware.Metadata{}, nil
+		})
+		_, _, err := smithymiddleware.DecorateHandler(done, stack).Handle(ctx, struct{}{})
+		require.NoError(t, err)
+		return in
+	}
+
+	call(context.Background())
+	assert.Empty(t, exp.GetSpans(), "outside any span")
+
+	dropped := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}, Remote: true})
+	ctx, span := tp.Tracer("t").Start(trace.ContextWithRemoteSpanContext(context.Background(), dropped), "dropped")
+	require.False(t, span.IsRecording(), "a child of an unsampled parent is dropped")
+	assert.Equal(t, span.SpanContext(), call(ctx), "under a dropped span, no span is started at all")
+	span.End()
+	assert.Empty(t, exp.GetSpans(), "under a dropped span")
+
+	ctx, span = tp.Tracer("t").Start(context.Background(), "kept")
+	call(ctx)
+	span.End()
+	spans := exp.GetSpans()
+	require.Len(t, spans, 2)
+	assert.Equal(t, "DynamoDB.GetItem", spans[0].Name)
+	assert.Equal(t, span.SpanContext().SpanID(), spans[0].Parent.SpanID())
 }
