@@ -70,8 +70,8 @@ func (c *Calls) record(call awscall.Call) {
 	if call.Write {
 		kind = "write"
 	}
-	for _, cc := range call.Capacity {
-		c.consumed(cc, kind)
+	for _, sh := range call.Shares() {
+		c.capacity.WithLabelValues(sh.Table, sh.Index, kind).Add(sh.Units)
 	}
 	var (
 		refused  *types.ConditionalCheckFailedException
@@ -96,31 +96,6 @@ func (c *Calls) record(call awscall.Call) {
 				c.conditions.WithLabelValues(itemTable(items[i]), call.Operation).Inc()
 			}
 		}
-	}
-}
-
-// consumed adds one table's capacity: each index's share, and the
-// table's own (what is left of the total when DynamoDB gives no
-// breakdown).
-func (c *Calls) consumed(cc types.ConsumedCapacity, kind string) {
-	table := aws.ToString(cc.TableName)
-	own := aws.ToFloat64(cc.CapacityUnits)
-	for _, indexes := range []map[string]types.Capacity{cc.GlobalSecondaryIndexes, cc.LocalSecondaryIndexes} {
-		for name, ic := range indexes {
-			units := aws.ToFloat64(ic.CapacityUnits)
-			c.add(table, name, kind, units)
-			own -= units
-		}
-	}
-	if cc.Table != nil {
-		own = aws.ToFloat64(cc.Table.CapacityUnits)
-	}
-	c.add(table, "", kind, own)
-}
-
-func (c *Calls) add(table, index, kind string, units float64) {
-	if units > 0 {
-		c.capacity.WithLabelValues(table, index, kind).Add(units)
 	}
 }
 

@@ -156,7 +156,7 @@ func metered(ctx context.Context, name string, args []string, work func(context.
 	if err := binder.Resolve(&cfg, os.LookupEnv); err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", err)
 	}
-	meter := metering.New()
+	meter := metering.New(cfg.Prefix)
 	svc, err := service.New(ctx, cfg, func(c *aws.Config) { meter.Attach(c) })
 	if err != nil {
 		return err

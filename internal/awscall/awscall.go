@@ -113,3 +113,37 @@ func consumed(result any) (capacity []types.ConsumedCapacity, write bool) {
 	}
 	return nil, false
 }
+
+// Share is a table's own or one of its indexes' part of the capacity a
+// call consumed. Index is empty for the table's own.
+type Share struct {
+	Table, Index string
+	Units        float64
+}
+
+// Shares splits c's capacity by table and index: each index's share, and
+// the table's own (what is left of the total when DynamoDB gives no
+// breakdown). Shares of no units are left out.
+func (c Call) Shares() []Share {
+	var shares []Share
+	for _, cc := range c.Capacity {
+		table := aws.ToString(cc.TableName)
+		own := aws.ToFloat64(cc.CapacityUnits)
+		for _, indexes := range []map[string]types.Capacity{cc.GlobalSecondaryIndexes, cc.LocalSecondaryIndexes} {
+			for name, ic := range indexes {
+				units := aws.ToFloat64(ic.CapacityUnits)
+				own -= units
+				if units > 0 {
+					shares = append(shares, Share{Table: table, Index: name, Units: units})
+				}
+			}
+		}
+		if cc.Table != nil {
+			own = aws.ToFloat64(cc.Table.CapacityUnits)
+		}
+		if own > 0 {
+			shares = append(shares, Share{Table: table, Units: own})
+		}
+	}
+	return shares
+}

@@ -49,13 +49,18 @@ type Options struct {
 
 // Report is everything a run measured.
 type Report struct {
-	At         time.Time        `json:"at"`
-	Emulators  string           `json:"emulators"`
-	Pipeline   []PipelineResult `json:"pipeline"`
-	Floor      perCommand       `json:"floor"`
-	Contention ContentionResult `json:"contention"`
-	Timers     *TimerResult     `json:"timers,omitempty"`
-	Tasks      *TaskCase        `json:"tasks,omitempty"`
+	At        time.Time `json:"at"`
+	Emulators string    `json:"emulators"`
+	// TransactUnitsScale turns the write units the emulator reports for
+	// TransactWriteItems into what AWS bills: 0.5 on DynamoDB Local,
+	// which counts 4 units per KB a transaction writes where AWS counts
+	// 2 (moto reports no capacity).
+	TransactUnitsScale float64          `json:"transact_units_scale"`
+	Pipeline           []PipelineResult `json:"pipeline"`
+	Floor              perCommand       `json:"floor"`
+	Contention         ContentionResult `json:"contention"`
+	Timers             *TimerResult     `json:"timers,omitempty"`
+	Tasks              *TaskCase        `json:"tasks,omitempty"`
 	// Instrumentation is what metrics and tracing cost.
 	Instrumentation *InstrumentationResult `json:"instrumentation,omitempty"`
 }
@@ -72,7 +77,10 @@ func Run(ctx context.Context, o Options, out io.Writer) (Report, error) {
 		return rep, err
 	}
 	defer func() { stop() }()
-	rep.Emulators = desc
+	rep.Emulators, rep.TransactUnitsScale = desc, 1
+	if !o.MotoOnly {
+		rep.TransactUnitsScale = 0.5
+	}
 	fmt.Fprintf(out, "emulators: %s\n", desc)
 	for _, c := range o.Concurrencies {
 		for _, role := range []string{RoleBaseline, RoleTransit} {

@@ -38,7 +38,7 @@ func measureFloor(ctx context.Context, prefix string) (perCommand, error) {
 	if err != nil {
 		return perCommand{}, err
 	}
-	meter := metering.New()
+	meter := metering.New(prefix)
 	svc, err := service.New(ctx, cfg, meter.Attach)
 	if err != nil {
 		return perCommand{}, err
@@ -89,5 +89,7 @@ func measureFloor(ctx context.Context, prefix string) (perCommand, error) {
 	}
 	// Two commands' worth: halve.
 	d := meter.Report().Minus(before)
-	return perCommand{Requests: minimumRequests, ReadUnits: d.ReadUnits / 2, WriteUnits: d.WriteUnits / 2}, nil
+	p := costPerCommand(d, 2, 1)
+	p.Requests = minimumRequests
+	return p, nil
 }

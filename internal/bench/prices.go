@@ -19,6 +19,8 @@ type perCommand struct {
 	Requests   map[string]float64 `json:"requests"`
 	ReadUnits  float64            `json:"read_units"`
 	WriteUnits float64            `json:"write_units"`
+	// Units splits them by "read|write <table>[/<index>]".
+	Units map[string]float64 `json:"units"`
 }
 
 // billPerMillion estimates the AWS bill for a million commands.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -13,9 +14,18 @@ import (
 	"transit/internal/metering"
 )
 
-func costPerCommand(r metering.Report, commands int) perCommand {
+// costPerCommand is r per command, with write transactions' units scaled
+// by transactScale (see Report.TransactUnitsScale) and counted as writes.
+func costPerCommand(r metering.Report, commands int, transactScale float64) perCommand {
 	n := float64(commands)
-	p := perCommand{Requests: map[string]float64{}, ReadUnits: r.ReadUnits / n, WriteUnits: r.WriteUnits / n}
+	p := perCommand{Requests: map[string]float64{}, ReadUnits: r.ReadUnits / n, WriteUnits: r.WriteUnits / n, Units: map[string]float64{}}
+	for k, v := range r.Units {
+		if on, ok := strings.CutPrefix(k, metering.TransactWrite+" "); ok {
+			p.WriteUnits -= (1 - transactScale) * v / n
+			k, v = "write "+on, transactScale*v
+		}
+		p.Units[k] += v / n
+	}
 	for op, v := range r.Requests {
 		if !strings.HasPrefix(op, "STS.") {
 			p.Requests[op] = float64(v) / n
@@ -93,21 +103,10 @@ func (r Report) Write(out io.Writer) {
 	if len(cs) > 0 {
 		c := cs[len(cs)-1]
 		t, b := r.pair(c)
-		tp, bp := costPerCommand(t.Cost, t.Commands), costPerCommand(b.Cost, b.Commands)
+		tp, bp := costPerCommand(t.Cost, t.Commands, r.TransactUnitsScale), costPerCommand(b.Cost, b.Commands, r.TransactUnitsScale)
 		fmt.Fprintf(out, "\nCost on AWS per command at concurrency %d (minimum: the domain's access pattern alone, batched SQS)\n", c)
 		fmt.Fprintln(w, "request\ttransit\tbaseline\tminimum\t")
-		ops := map[string]bool{}
-		for _, p := range []perCommand{tp, bp, r.Floor} {
-			for op := range p.Requests {
-				ops[op] = true
-			}
-		}
-		var names []string
-		for op := range ops {
-			names = append(names, op)
-		}
-		sort.Strings(names)
-		for _, op := range names {
+		for _, op := range keys(tp.Requests, bp.Requests, r.Floor.Requests) {
 			fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.2f\t\n", op, tp.Requests[op], bp.Requests[op], r.Floor.Requests[op])
 		}
 		for _, svc := range []string{"SQS", "SNS", "DynamoDB"} {
@@ -115,10 +114,16 @@ func (r Report) Write(out io.Writer) {
 		}
 		fmt.Fprintf(w, "DynamoDB read units\t%.2f\t%.2f\t%.2f\t\n", tp.ReadUnits, bp.ReadUnits, r.Floor.ReadUnits)
 		fmt.Fprintf(w, "DynamoDB write units\t%.2f\t%.2f\t%.2f\t\n", tp.WriteUnits, bp.WriteUnits, r.Floor.WriteUnits)
+		for _, u := range keys(tp.Units, bp.Units, r.Floor.Units) {
+			fmt.Fprintf(w, "  %s\t%.2f\t%.2f\t%.2f\t\n", u, tp.Units[u], bp.Units[u], r.Floor.Units[u])
+		}
 		fmt.Fprintf(w, "USD per million commands\t%.2f\t%.2f\t%.2f\t\n", tp.billPerMillion(), bp.billPerMillion(), r.Floor.billPerMillion())
 		w.Flush()
 		fmt.Fprintf(out, "(on-demand list prices: SQS $%.2f/M requests, SNS $%.2f/M publishes, DynamoDB $%.3f/M write units, $%.3f/M read units)\n",
 			sqsPerMillionRequests, snsPerMillionPublishes, dynamoPerMillionWriteUnits, dynamoPerMillionReadUnits)
+		if r.TransactUnitsScale != 1 {
+			fmt.Fprintf(out, "(write transactions' units × %.2f: DynamoDB Local reports 4 units per KB written in a transaction, tables and indexes alike; AWS bills 2)\n", r.TransactUnitsScale)
+		}
 	}
 
 	ct := r.Contention
@@ -144,12 +149,12 @@ func (r Report) Write(out io.Writer) {
 		r.Instrumentation.write(out, w)
 	}
 	if r.Tasks != nil {
-		r.Tasks.write(out, w)
+		r.Tasks.write(out, w, r.TransactUnitsScale)
 	}
 }
 
 // write prints the task lease case.
-func (tc TaskCase) write(out io.Writer, w *tabwriter.Writer) {
+func (tc TaskCase) write(out io.Writer, w *tabwriter.Writer, transactScale float64) {
 	t, b := tc.Transit, tc.Baseline
 	fmt.Fprintf(out, "\nTask leases: %d tasks of one org, priorities 0-100, leased by %d agents, each a closed loop of task.lease to its answer on the topic; consumer concurrency %d; every task leased exactly once\n",
 		tc.Tasks, tc.Agents, tc.Agents)
@@ -158,22 +163,14 @@ func (tc TaskCase) write(out io.Writer, w *tabwriter.Writer) {
 	fmt.Fprintf(w, "baseline (plain SDK loop, same calls)\t%.1f\t%s\t%s\t%d\t\n", b.PerSecond, ms(b.P50), ms(b.P99), b.Empty)
 	fmt.Fprintf(w, "transit/baseline\t%s\t%s\t%s\t\t\n", ratio(t.PerSecond, b.PerSecond), ratio(float64(t.P50), float64(b.P50)), ratio(float64(t.P99), float64(b.P99)))
 	w.Flush()
-	tp, bp := costPerCommand(t.Cost, t.Leases), costPerCommand(b.Cost, b.Leases)
+	tp, bp := costPerCommand(t.Cost, t.Leases, transactScale), costPerCommand(b.Cost, b.Leases, transactScale)
 	fmt.Fprintln(out, "Per measured lease: AWS requests and the process's own cost (lost races and empty answers included)")
 	fmt.Fprintln(w, "\ttransit\tbaseline\t")
-	ops := map[string]bool{}
-	for _, p := range []perCommand{tp, bp} {
-		for op := range p.Requests {
-			ops[op] = true
-		}
-	}
-	names := make([]string, 0, len(ops))
-	for op := range ops {
-		names = append(names, op)
-	}
-	sort.Strings(names)
-	for _, op := range names {
+	for _, op := range keys(tp.Requests, bp.Requests) {
 		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t\n", op, tp.Requests[op], bp.Requests[op])
+	}
+	for _, u := range keys(tp.Units, bp.Units) {
+		fmt.Fprintf(w, "%s units\t%.2f\t%.2f\t\n", u, tp.Units[u], bp.Units[u])
 	}
 	fmt.Fprintf(w, "CPU µs\t%.0f\t%.0f\t\n", perCmd(float64(t.Cost.CPU.Microseconds()), t.Leases), perCmd(float64(b.Cost.CPU.Microseconds()), b.Leases))
 	fmt.Fprintf(w, "heap allocations\t%.0f\t%.0f\t\n", perCmd(float64(t.Cost.Mallocs), t.Leases), perCmd(float64(b.Cost.Mallocs), b.Leases))
@@ -233,4 +230,16 @@ func (r Report) SVG() []byte {
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="#d62728">transit</text><text x="%.0f" y="%.0f" fill="#1f77b4">baseline (SDK loop)</text>`+"\n", pad+12, pad+10, pad+12, pad+26)
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">consumer concurrency</text></svg>`+"\n", w/2, h-16)
 	return b.Bytes()
+}
+
+// keys are the keys of ms, sorted.
+func keys(ms ...map[string]float64) []string {
+	var all []string
+	for _, m := range ms {
+		for k := range m {
+			all = append(all, k)
+		}
+	}
+	slices.Sort(all)
+	return slices.Compact(all)
 }

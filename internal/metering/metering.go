@@ -9,9 +9,11 @@ package metering
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -24,14 +26,20 @@ import (
 // Meter counts AWS requests and DynamoDB consumed capacity. Safe for
 // concurrent use.
 type Meter struct {
+	// prefix is the stack's, left out of the table names in Units.
+	prefix   string
 	mu       sync.Mutex
 	requests map[string]int64
 	read     float64
 	write    float64
+	units    map[string]float64
 }
 
-// New returns an empty meter.
-func New() *Meter { return &Meter{requests: map[string]int64{}} }
+// New returns an empty meter of the stack whose table names start with
+// prefix.
+func New(prefix string) *Meter {
+	return &Meter{prefix: prefix + "-", requests: map[string]int64{}, units: map[string]float64{}}
+}
 
 // Attach makes every client built from cfg count through m, and asks
 // DynamoDB to return consumed capacity (with indexes) on every call.
@@ -45,12 +53,28 @@ func (m *Meter) record(c awscall.Call) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.requests[c.Service+"."+c.Operation]++
-	if c.Write {
+	kind := "read "
+	switch {
+	case c.Write && c.Operation == "TransactWriteItems":
 		m.write += units
-	} else {
+		kind = TransactWrite + " "
+	case c.Write:
+		m.write += units
+		kind = "write "
+	default:
 		m.read += units
 	}
+	for _, sh := range c.Shares() {
+		key := kind + strings.TrimPrefix(sh.Table, m.prefix)
+		if sh.Index != "" {
+			key += "/" + sh.Index
+		}
+		m.units[key] += sh.Units
+	}
 }
+
+// TransactWrite is the kind of Units a write transaction consumed.
+const TransactWrite = "transact-write"
 
 // Report is a process's cost over a run.
 type Report struct {
@@ -60,6 +84,10 @@ type Report struct {
 	// reported them (indexes included).
 	ReadUnits  float64 `json:"read_units"`
 	WriteUnits float64 `json:"write_units"`
+	// Units splits them by "<kind> <table>[/<index>]", kind read, write
+	// or TransactWrite (the write units of TransactWriteItems, which
+	// emulators and AWS count differently).
+	Units map[string]float64 `json:"units"`
 	// CPU is user plus system time of the whole process.
 	CPU time.Duration `json:"cpu_ns"`
 	// Mallocs and AllocBytes are cumulative heap allocations.
@@ -70,10 +98,7 @@ type Report struct {
 // Report reads the counters and the process's CPU and allocation totals.
 func (m *Meter) Report() Report {
 	m.mu.Lock()
-	r := Report{Requests: make(map[string]int64, len(m.requests)), ReadUnits: m.read, WriteUnits: m.write}
-	for k, v := range m.requests {
-		r.Requests[k] = v
-	}
+	r := Report{Requests: maps.Clone(m.requests), ReadUnits: m.read, WriteUnits: m.write, Units: maps.Clone(m.units)}
 	m.mu.Unlock()
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
@@ -127,10 +152,16 @@ func (r Report) Minus(earlier Report) Report {
 		CPU:        r.CPU - earlier.CPU,
 		Mallocs:    r.Mallocs - earlier.Mallocs,
 		AllocBytes: r.AllocBytes - earlier.AllocBytes,
+		Units:      map[string]float64{},
 	}
 	for k, v := range r.Requests {
 		if n := v - earlier.Requests[k]; n != 0 {
 			d.Requests[k] = n
+		}
+	}
+	for k, v := range r.Units {
+		if n := v - earlier.Units[k]; n != 0 {
+			d.Units[k] = n
 		}
 	}
 	return d
