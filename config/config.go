@@ -11,7 +11,10 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
+
+	"transit/store"
 )
 
 // Config is every setting of a transit process.
@@ -143,6 +146,15 @@ type Config struct {
 	// HTTPAddr is where serve answers /healthz, /readyz and /metrics;
 	// "off" serves nothing. TRANSIT_HTTP_ADDR, --http-addr; default :9090.
 	HTTPAddr string
+	// Capacity is how provision bills the tables: on-demand, or
+	// provisioned with each table's figures (store/tables.go) and
+	// auto-scaling. TRANSIT_CAPACITY, --capacity; default on-demand.
+	Capacity string
+	// TableCapacity overrides tables' provisioned figures, as
+	// "Tasks=50/40,Logs=200/100" (read/write units, tables by their
+	// definition names); provisioned only. TRANSIT_TABLE_CAPACITY,
+	// --table-capacity.
+	TableCapacity string
 }
 
 // HTTPOff turns the ops endpoints off (HTTPAddr).
@@ -156,6 +168,12 @@ func (c Config) OpsServed() bool { return c.HTTPAddr != "" && c.HTTPAddr != HTTP
 const (
 	EnvProduction  = "production"
 	EnvDevelopment = "development"
+)
+
+// Capacity modes (Capacity).
+const (
+	CapacityOnDemand    = "on-demand"
+	CapacityProvisioned = "provisioned"
 )
 
 // Sandbox expiry modes (SandboxExpiry).
@@ -213,6 +231,8 @@ func Bind(fs *flag.FlagSet, c *Config) *Binder {
 	b.str(&c.LogLevel, "log-level", "TRANSIT_LOG_LEVEL", "info", "debug, info, warn or error")
 	b.str(&c.LogFormat, "log-format", "TRANSIT_LOG_FORMAT", "text", "text or json")
 	b.str(&c.HTTPAddr, "http-addr", "TRANSIT_HTTP_ADDR", ":9090", "address of /healthz and /readyz (serve); off for none")
+	b.str(&c.Capacity, "capacity", "TRANSIT_CAPACITY", CapacityOnDemand, "how provision bills the tables: on-demand or provisioned (with auto-scaling)")
+	b.str(&c.TableCapacity, "table-capacity", "TRANSIT_TABLE_CAPACITY", "", "provisioned figures of some tables, as Tasks=50/40,Logs=200/100 (read/write units)")
 	return b
 }
 
@@ -398,6 +418,15 @@ func (c *Config) Validate() error {
 		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
 			bad("TRANSIT_HTTP_ADDR", "http-addr", "%q is not host:port, such as :9090 or 127.0.0.1:9090", c.HTTPAddr)
 		}
+	}
+	// Empty, as in a Config built without Bind, is on demand.
+	if c.Capacity != "" && c.Capacity != CapacityOnDemand && c.Capacity != CapacityProvisioned {
+		bad("TRANSIT_CAPACITY", "capacity", "%q, want on-demand or provisioned", c.Capacity)
+	}
+	if _, err := store.ParseCapacityOverrides(c.TableCapacity); err != nil {
+		bad("TRANSIT_TABLE_CAPACITY", "table-capacity", "%v", strings.ReplaceAll(err.Error(), "\n", "; "))
+	} else if c.TableCapacity != "" && c.Capacity != CapacityProvisioned {
+		bad("TRANSIT_TABLE_CAPACITY", "table-capacity", "%q is for provisioned tables, but TRANSIT_CAPACITY is %q", c.TableCapacity, c.Capacity)
 	}
 	return errors.Join(errs...)
 }

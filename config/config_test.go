@@ -74,6 +74,8 @@ func TestResolve_defaults_are_valid(t *testing.T) {
 		LogLevel:               "info",
 		LogFormat:              "text",
 		HTTPAddr:               ":9090",
+		// On demand: nothing to size until the traffic is known.
+		Capacity: config.CapacityOnDemand,
 	}, cfg)
 }
 
@@ -159,6 +161,14 @@ func TestResolve_env_fills_setting(t *testing.T) {
 			Check: func(t *testing.T, cfg config.Config) { assert.Equal(t, "debug", cfg.LogLevel) },
 		},
 		{
+			Name: "capacity",
+			Env:  map[string]string{"TRANSIT_CAPACITY": "provisioned", "TRANSIT_TABLE_CAPACITY": "Tasks=50/40,Logs=200/100"},
+			Check: func(t *testing.T, cfg config.Config) {
+				assert.Equal(t, config.CapacityProvisioned, cfg.Capacity)
+				assert.Equal(t, "Tasks=50/40,Logs=200/100", cfg.TableCapacity)
+			},
+		},
+		{
 			// An exported-but-empty variable must not wipe out the default.
 			Name: "empty_value_keeps_default",
 			Env:  map[string]string{"TRANSIT_PREFIX": "", "TRANSIT_CONCURRENCY": ""},
@@ -193,6 +203,14 @@ func TestResolve_flag_beats_env(t *testing.T) {
 	assert.Equal(t, 2, cfg.Concurrency)
 	assert.Equal(t, "http://localhost:4566", cfg.EndpointURL)
 	assert.Equal(t, "error", cfg.LogLevel, "settings without a flag still come from the env")
+}
+
+func TestResolve_capacity_flags_beat_env(t *testing.T) {
+	cfg, err := resolve(t, []string{"--capacity=provisioned", "--table-capacity", "Logs=200/100"},
+		map[string]string{"TRANSIT_CAPACITY": "on-demand", "TRANSIT_TABLE_CAPACITY": "Tasks=50/40"})
+	require.NoError(t, err)
+	assert.Equal(t, config.CapacityProvisioned, cfg.Capacity)
+	assert.Equal(t, "Logs=200/100", cfg.TableCapacity)
 }
 
 func TestResolve_bool_flag_beats_env(t *testing.T) {
@@ -297,6 +315,18 @@ func TestValidate_names_the_broken_setting(t *testing.T) {
 		{Name: "log_format_unknown", ModifyValidConfig: func(c *config.Config) { c.LogFormat = "xml" }, WantEnv: "TRANSIT_LOG_FORMAT"},
 		{Name: "http_addr_without_port", ModifyValidConfig: func(c *config.Config) { c.HTTPAddr = "localhost" }, WantEnv: "TRANSIT_HTTP_ADDR"},
 		{Name: "http_addr_port_out_of_range", ModifyValidConfig: func(c *config.Config) { c.HTTPAddr = ":99999" }, WantEnv: "TRANSIT_HTTP_ADDR"},
+		{Name: "capacity_unknown", ModifyValidConfig: func(c *config.Config) { c.Capacity = "reserved" }, WantEnv: "TRANSIT_CAPACITY"},
+		{Name: "capacity_misspelt", ModifyValidConfig: func(c *config.Config) { c.Capacity = "ondemand" }, WantEnv: "TRANSIT_CAPACITY"},
+		{Name: "table_capacity_unknown_table", ModifyValidConfig: provisioned("Task=50/40"), WantEnv: "TRANSIT_TABLE_CAPACITY"},
+		{Name: "table_capacity_without_write", ModifyValidConfig: provisioned("Tasks=50"), WantEnv: "TRANSIT_TABLE_CAPACITY"},
+		{Name: "table_capacity_without_name", ModifyValidConfig: provisioned("50/40"), WantEnv: "TRANSIT_TABLE_CAPACITY"},
+		{Name: "table_capacity_not_a_number", ModifyValidConfig: provisioned("Tasks=fifty/40"), WantEnv: "TRANSIT_TABLE_CAPACITY"},
+		{Name: "table_capacity_zero_units", ModifyValidConfig: provisioned("Tasks=0/40"), WantEnv: "TRANSIT_TABLE_CAPACITY"},
+		{Name: "table_capacity_over_quota", ModifyValidConfig: provisioned("Logs=40001/100"), WantEnv: "TRANSIT_TABLE_CAPACITY"},
+		{Name: "table_capacity_table_twice", ModifyValidConfig: provisioned("Tasks=50/40,Tasks=60/40"), WantEnv: "TRANSIT_TABLE_CAPACITY"},
+		{Name: "table_capacity_empty_item", ModifyValidConfig: provisioned("Tasks=50/40,"), WantEnv: "TRANSIT_TABLE_CAPACITY"},
+		// Overrides would be silently ignored on demand.
+		{Name: "table_capacity_on_demand", ModifyValidConfig: func(c *config.Config) { c.TableCapacity = "Tasks=50/40" }, WantEnv: "TRANSIT_TABLE_CAPACITY"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.Name, func(t *testing.T) {
@@ -333,6 +363,8 @@ func TestValidate_accepts_boundary_values(t *testing.T) {
 		{Name: "cleanup_1000_attempts_30_days", ModifyValidConfig: func(c *config.Config) { c.CleanupMaxAttempts, c.CleanupBackoffMax = 1000, 720*time.Hour }},
 		{Name: "expiry_by_sweep", ModifyValidConfig: func(c *config.Config) { c.SandboxExpiry = "sweep" }},
 		{Name: "every_log_level", ModifyValidConfig: func(c *config.Config) { c.LogLevel = "warn" }},
+		{Name: "provisioned_with_design_figures", ModifyValidConfig: provisioned("")},
+		{Name: "table_capacity_bounds_and_spaces", ModifyValidConfig: provisioned(" Tasks=1/40000 , NucleusAppTable=40000/1,timers=5/5")},
 	}
 	for _, tc := range tests {
 		t.Run(tc.Name, func(t *testing.T) {
@@ -341,6 +373,25 @@ func TestValidate_accepts_boundary_values(t *testing.T) {
 			assert.NoError(t, cfg.Validate())
 		})
 	}
+}
+
+// provisioned sets provisioned capacity with the overrides given.
+func provisioned(overrides string) func(*config.Config) {
+	return func(c *config.Config) {
+		c.Capacity = config.CapacityProvisioned
+		c.TableCapacity = overrides
+	}
+}
+
+func TestValidate_table_capacity_names_each_bad_override(t *testing.T) {
+	cfg := validConfig(t)
+	provisioned("Task=50/40,Logs=200/100,Queue=1/x")(&cfg)
+	err := cfg.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "TRANSIT_TABLE_CAPACITY (--table-capacity)")
+	assert.Contains(t, err.Error(), `no table "Task"`)
+	assert.Contains(t, err.Error(), `"Queue=1/x"`)
+	assert.NotContains(t, err.Error(), "Logs=200/100", "the valid override is not blamed")
 }
 
 func TestValidate_reports_all_problems_together(t *testing.T) {

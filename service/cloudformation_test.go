@@ -26,6 +26,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"transit/config"
 	"transit/service"
 )
 
@@ -33,7 +34,13 @@ import (
 // tests' queue settings.
 func cfnTemplate(t *testing.T, prefix string) (*service.Service, []byte) {
 	t.Helper()
-	svc, err := service.New(context.Background(), testConfig(prefix, ""))
+	return cfnTemplateOf(t, testConfig(prefix, ""))
+}
+
+// cfnTemplateOf generates the template of the stack cfg configures.
+func cfnTemplateOf(t *testing.T, cfg config.Config) (*service.Service, []byte) {
+	t.Helper()
+	svc, err := service.New(context.Background(), cfg)
 	require.NoError(t, err)
 	out, err := svc.CloudFormation()
 	require.NoError(t, err)
@@ -41,18 +48,24 @@ func cfnTemplate(t *testing.T, prefix string) (*service.Service, []byte) {
 }
 
 // TestCloudFormation_cfnLint: the template passes cfn-lint (errors and
-// warnings alike).
+// warnings alike), on demand and provisioned with auto-scaling.
 func TestCloudFormation_cfnLint(t *testing.T) {
 	lint, err := exec.LookPath("cfn-lint")
 	if err != nil {
 		t.Fatal("cfn-lint is not on PATH: run `make test`, which installs it (pip install cfn-lint)")
 	}
-	_, out := cfnTemplate(t, "transit")
-	path := filepath.Join(t.TempDir(), "transit.template.json")
-	require.NoError(t, os.WriteFile(path, out, 0o644))
-	report, err := exec.Command(lint, "--", path).CombinedOutput()
-	if err != nil {
-		t.Fatalf("cfn-lint %s: %v\n%s", path, err, report)
+	for _, mode := range []string{config.CapacityOnDemand, config.CapacityProvisioned} {
+		t.Run(mode, func(t *testing.T) {
+			cfg := testConfig("transit", "")
+			cfg.Capacity = mode
+			_, out := cfnTemplateOf(t, cfg)
+			path := filepath.Join(t.TempDir(), "transit.template.json")
+			require.NoError(t, os.WriteFile(path, out, 0o644))
+			report, err := exec.Command(lint, "--", path).CombinedOutput()
+			if err != nil {
+				t.Fatalf("cfn-lint %s: %v\n%s", path, err, report)
+			}
+		})
 	}
 }
 
@@ -173,12 +186,20 @@ func (tp *template) describe(t *testing.T) stackView {
 				}
 				return strings.Join(parts, ", ")
 			}
-			facts := []string{"keys: " + keys(p["KeySchema"]), "billing: " + p["BillingMode"].(string)}
+			// Units, only where provisioned: on demand has none.
+			units := func(v any) string {
+				pt, ok := v.(map[string]any)
+				if !ok {
+					return ""
+				}
+				return fmt.Sprintf("; %v/%v", pt["ReadCapacityUnits"], pt["WriteCapacityUnits"])
+			}
+			facts := []string{"keys: " + keys(p["KeySchema"]), "billing: " + p["BillingMode"].(string) + units(p["ProvisionedThroughput"])}
 			for _, kind := range []string{"GlobalSecondaryIndexes", "LocalSecondaryIndexes"} {
 				ixs, _ := p[kind].([]any)
 				for _, ix := range ixs {
 					ix := ix.(map[string]any)
-					facts = append(facts, fmt.Sprintf("%s %s: %s; %s", kind[:1], ix["IndexName"], keys(ix["KeySchema"]), ix["Projection"].(map[string]any)["ProjectionType"]))
+					facts = append(facts, fmt.Sprintf("%s %s: %s; %s%s", kind[:1], ix["IndexName"], keys(ix["KeySchema"]), ix["Projection"].(map[string]any)["ProjectionType"], units(ix["ProvisionedThroughput"])))
 				}
 			}
 			if s, ok := p["StreamSpecification"].(map[string]any); ok {
@@ -373,9 +394,19 @@ func tableFacts(t *testing.T, db *dynamodb.Client, name string) []string {
 	if d.BillingModeSummary != nil {
 		billing = string(d.BillingModeSummary.BillingMode)
 	}
-	facts := []string{"keys: " + keys(d.KeySchema), "billing: " + billing}
+	// Units, only where provisioned: on demand, DynamoDB reports 0/0.
+	units := func(pt *types.ProvisionedThroughputDescription) string {
+		switch {
+		case billing != string(types.BillingModeProvisioned):
+			return ""
+		case pt == nil:
+			return "; none"
+		}
+		return fmt.Sprintf("; %d/%d", aws.ToInt64(pt.ReadCapacityUnits), aws.ToInt64(pt.WriteCapacityUnits))
+	}
+	facts := []string{"keys: " + keys(d.KeySchema), "billing: " + billing + units(d.ProvisionedThroughput)}
 	for _, ix := range d.GlobalSecondaryIndexes {
-		facts = append(facts, fmt.Sprintf("G %s: %s; %s", aws.ToString(ix.IndexName), keys(ix.KeySchema), ix.Projection.ProjectionType))
+		facts = append(facts, fmt.Sprintf("G %s: %s; %s%s", aws.ToString(ix.IndexName), keys(ix.KeySchema), ix.Projection.ProjectionType, units(ix.ProvisionedThroughput)))
 	}
 	for _, ix := range d.LocalSecondaryIndexes {
 		facts = append(facts, fmt.Sprintf("L %s: %s; %s", aws.ToString(ix.IndexName), keys(ix.KeySchema), ix.Projection.ProjectionType))
@@ -396,33 +427,39 @@ func tableFacts(t *testing.T, db *dynamodb.Client, name string) []string {
 // notServed are the SDK operations in transit's binary that the runtime
 // policy leaves out, and why: a new call must be granted or listed here.
 var notServed = map[string]string{
-	"dynamodb.CreateTable":         "provisioning",
-	"dynamodb.UpdateTable":         "provisioning (a stream on an existing table)",
-	"dynamodb.DescribeTimeToLive":  "provisioning",
-	"dynamodb.UpdateTimeToLive":    "provisioning",
-	"dynamodb.DeleteTable":         "deprovisioning",
-	"dynamodb.TransactWriteItems":  "no IAM action of its own: authorized item by item (PutItem, UpdateItem, DeleteItem, ConditionCheckItem)",
-	"sqs.CreateQueue":              "provisioning, `transit send --wait`'s tap, the reference agent; Watermill's create-if-missing is off",
-	"sqs.SetQueueAttributes":       "provisioning, the tap, the reference agent (queue policies); Watermill's SNS subscriber, unused",
-	"sqs.DeleteQueue":              "deprovisioning, the tap, the reference agent",
-	"sns.CreateTopic":              "provisioning; Watermill's create-if-missing is off",
-	"sns.Subscribe":                "provisioning, the tap, the reference agent",
-	"sns.Unsubscribe":              "deprovisioning, the tap, the reference agent",
-	"sns.ListTopics":               "deprovisioning",
-	"sns.ListSubscriptionsByTopic": "deprovisioning",
-	"sns.DeleteTopic":              "deprovisioning",
-	"kms.CreateKey":                "TRANSIT_KMS_KEY=auto only (development): production names its key",
-	"kms.CreateAlias":              "TRANSIT_KMS_KEY=auto only",
-	"kms.DescribeKey":              "TRANSIT_KMS_KEY=auto only",
-	"kms.ScheduleKeyDeletion":      "TRANSIT_KMS_KEY=auto only",
-	"ec2.DescribeInstances":        "Nucleus, with the assumed customer role",
-	"ec2.StartInstances":           "Nucleus, with the assumed customer role",
-	"ec2.StopInstances":            "Nucleus, with the assumed customer role",
-	"rds.DescribeDBInstances":      "Nucleus, with the assumed customer role",
-	"rds.StartDBInstance":          "Nucleus, with the assumed customer role",
-	"rds.StopDBInstance":           "Nucleus, with the assumed customer role",
-	"ecs.DescribeServices":         "Nucleus, with the assumed customer role",
-	"ecs.UpdateService":            "Nucleus, with the assumed customer role",
+	"dynamodb.CreateTable":                            "provisioning",
+	"dynamodb.UpdateTable":                            "provisioning (a stream on an existing table)",
+	"dynamodb.DescribeTimeToLive":                     "provisioning",
+	"dynamodb.UpdateTimeToLive":                       "provisioning",
+	"dynamodb.DeleteTable":                            "deprovisioning",
+	"dynamodb.TransactWriteItems":                     "no IAM action of its own: authorized item by item (PutItem, UpdateItem, DeleteItem, ConditionCheckItem)",
+	"sqs.CreateQueue":                                 "provisioning, `transit send --wait`'s tap, the reference agent; Watermill's create-if-missing is off",
+	"sqs.SetQueueAttributes":                          "provisioning, the tap, the reference agent (queue policies); Watermill's SNS subscriber, unused",
+	"sqs.DeleteQueue":                                 "deprovisioning, the tap, the reference agent",
+	"sns.CreateTopic":                                 "provisioning; Watermill's create-if-missing is off",
+	"sns.Subscribe":                                   "provisioning, the tap, the reference agent",
+	"sns.Unsubscribe":                                 "deprovisioning, the tap, the reference agent",
+	"sns.ListTopics":                                  "deprovisioning",
+	"sns.ListSubscriptionsByTopic":                    "deprovisioning",
+	"sns.DeleteTopic":                                 "deprovisioning",
+	"kms.CreateKey":                                   "TRANSIT_KMS_KEY=auto only (development): production names its key",
+	"applicationautoscaling.RegisterScalableTarget":   "provisioning (TRANSIT_CAPACITY=provisioned)",
+	"applicationautoscaling.PutScalingPolicy":         "provisioning (TRANSIT_CAPACITY=provisioned)",
+	"applicationautoscaling.DescribeScalingPolicies":  "deprovisioning, and provisioning a provisioned stack on demand",
+	"applicationautoscaling.DeleteScalingPolicy":      "deprovisioning, and provisioning a provisioned stack on demand",
+	"applicationautoscaling.DescribeScalableTargets":  "deprovisioning, and provisioning a provisioned stack on demand",
+	"applicationautoscaling.DeregisterScalableTarget": "deprovisioning, and provisioning a provisioned stack on demand",
+	"kms.CreateAlias":                                 "TRANSIT_KMS_KEY=auto only",
+	"kms.DescribeKey":                                 "TRANSIT_KMS_KEY=auto only",
+	"kms.ScheduleKeyDeletion":                         "TRANSIT_KMS_KEY=auto only",
+	"ec2.DescribeInstances":                           "Nucleus, with the assumed customer role",
+	"ec2.StartInstances":                              "Nucleus, with the assumed customer role",
+	"ec2.StopInstances":                               "Nucleus, with the assumed customer role",
+	"rds.DescribeDBInstances":                         "Nucleus, with the assumed customer role",
+	"rds.StartDBInstance":                             "Nucleus, with the assumed customer role",
+	"rds.StopDBInstance":                              "Nucleus, with the assumed customer role",
+	"ecs.DescribeServices":                            "Nucleus, with the assumed customer role",
+	"ecs.UpdateService":                               "Nucleus, with the assumed customer role",
 }
 
 // TestCloudFormation_policy: the runtime policy grants no wildcard action

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/applicationautoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
@@ -52,11 +53,14 @@ type Service struct {
 	Config   config.Config
 	AWS      aws.Config
 	DynamoDB *dynamodb.Client
-	SQS      *sqs.Client
-	SNS      *sns.Client
-	Stack    transport.Stack
-	Store    *store.Store
-	Logger   *slog.Logger
+	// AutoScaling registers provisioned tables' auto-scaling (provision
+	// only).
+	AutoScaling *applicationautoscaling.Client
+	SQS         *sqs.Client
+	SNS         *sns.Client
+	Stack       transport.Stack
+	Store       *store.Store
+	Logger      *slog.Logger
 	// Calls counts every call the clients built from AWS make, for
 	// /metrics; nil when the ops server is off (config.OpsServed).
 	Calls *metrics.Calls
@@ -132,15 +136,16 @@ func New(ctx context.Context, cfg config.Config, configure ...func(*aws.Config))
 	}
 	ddb := dynamodb.NewFromConfig(awsCfg)
 	return &Service{
-		Config:   cfg,
-		AWS:      awsCfg,
-		DynamoDB: ddb,
-		SQS:      sqs.NewFromConfig(awsCfg),
-		SNS:      sns.NewFromConfig(awsCfg),
-		Stack:    transport.Stack{Prefix: cfg.Prefix},
-		Store:    store.New(ddb, cfg.Prefix, store.Retention{Audit: cfg.AuditRetention, DeprecatedLayers: cfg.LayerRetention}),
-		Logger:   logger,
-		Calls:    calls,
+		Config:      cfg,
+		AWS:         awsCfg,
+		DynamoDB:    ddb,
+		AutoScaling: applicationautoscaling.NewFromConfig(awsCfg),
+		SQS:         sqs.NewFromConfig(awsCfg),
+		SNS:         sns.NewFromConfig(awsCfg),
+		Stack:       transport.Stack{Prefix: cfg.Prefix},
+		Store:       store.New(ddb, cfg.Prefix, store.Retention{Audit: cfg.AuditRetention, DeprecatedLayers: cfg.LayerRetention}),
+		Logger:      logger,
+		Calls:       calls,
 
 		Tracing:     tp,
 		flushTraces: flushTraces,
@@ -156,10 +161,24 @@ func (s *Service) FlushTraces(ctx context.Context) error {
 // Provision creates every table, queue and topic of the stack; it is
 // idempotent.
 func (s *Service) Provision(ctx context.Context) error {
-	if err := store.Provision(ctx, s.DynamoDB, s.Config.Prefix); err != nil {
+	capacity, err := s.capacity()
+	if err != nil {
+		return err
+	}
+	if err := store.Provision(ctx, s.DynamoDB, s.AutoScaling, s.Config.Prefix, capacity); err != nil {
 		return err
 	}
 	return transport.Provision(ctx, s.SQS, s.SNS, s.Stack, s.queueSettings())
+}
+
+// capacity is how the tables are billed, from the configuration, for
+// provisioning and its CloudFormation export alike.
+func (s *Service) capacity() (store.Capacity, error) {
+	overrides, err := store.ParseCapacityOverrides(s.Config.TableCapacity)
+	if err != nil {
+		return store.Capacity{}, fmt.Errorf("TRANSIT_TABLE_CAPACITY: %w", err)
+	}
+	return store.Capacity{Provisioned: s.Config.Capacity == config.CapacityProvisioned, Overrides: overrides}, nil
 }
 
 // queueSettings are the command queues' settings from the configuration,

@@ -28,11 +28,13 @@ var StreamLeases = Table{
 	PartitionKey: str("pk"),
 	SortKey:      str("sk"),
 	TTLAttribute: "expire_at",
+	Capacity:     defaultCapacity,
 }
 
 // ProvisionTable creates the one table t named name, with its indexes,
-// stream and TTL, and waits until it is active; as Provision does for
-// every table of Tables. For tests and tools that need a single table.
+// stream and TTL, on demand, and waits until it is active; as Provision
+// does for every table of Tables. For tests and tools that need a single
+// table.
 func ProvisionTable(ctx context.Context, db *dynamodb.Client, name string, t Table) error {
-	return provisionTable(ctx, db, name, t)
+	return provisionTable(ctx, db, name, t, Capacity{})
 }

@@ -20,6 +20,9 @@ type Table struct {
 	TTLAttribute string
 	// Stream, when set, enables the table's stream with this view.
 	Stream types.StreamViewType
+	// Capacity is the table's read and write units when the tables are
+	// provisioned (Capacity.Provisioned); auto-scaling may raise it.
+	Capacity Throughput
 }
 
 // Attribute is a key attribute and its scalar type.
@@ -33,6 +36,12 @@ type Index struct {
 	Name         string
 	PartitionKey Attribute
 	SortKey      Attribute
+	// Capacity is a global index's units when the tables are
+	// provisioned; zero takes its table's (Capacity.index). Its writes
+	// must be at least its table's: every table write that touches the
+	// index costs it a write too, and an index short of write units
+	// throttles the table's writes.
+	Capacity Throughput
 }
 
 func str(name string) Attribute { return Attribute{Name: name, Type: types.ScalarAttributeTypeS} }
@@ -44,12 +53,21 @@ var SandboxPool = Table{
 	PartitionKey: str("PK"),
 	SortKey:      str("SK"),
 	GlobalIndexes: []Index{
-		{Name: "StatusIndex", PartitionKey: str("status"), SortKey: num("allocated_at")},
-		{Name: "TrackIndex", PartitionKey: str("allocated_to_track"), SortKey: num("allocated_at")},
-		{Name: "IdempotencyIndex", PartitionKey: str("idempotency_key"), SortKey: num("allocated_at")},
+		{Name: "StatusIndex", PartitionKey: str("status"), SortKey: num("allocated_at"), Capacity: sandboxIndexCapacity},
+		{Name: "TrackIndex", PartitionKey: str("allocated_to_track"), SortKey: num("allocated_at"), Capacity: sandboxIndexCapacity},
+		{Name: "IdempotencyIndex", PartitionKey: str("idempotency_key"), SortKey: num("allocated_at"), Capacity: sandboxIndexCapacity},
 	},
 	Stream: types.StreamViewTypeNewAndOldImages,
+	// The sandbox table's design sets about 10 write units for the table
+	// and 20 read units for each index; it names no table reads, so they
+	// match its writes.
+	Capacity: Throughput{Read: 10, Write: 10},
 }
+
+// sandboxIndexCapacity is each SandboxPool index's: the design's 20 reads,
+// and the table's writes, which every write to the table also costs the
+// index.
+var sandboxIndexCapacity = Throughput{Read: 20, Write: 10}
 
 // Audit records the outcome of every command of every domain
 // (docs/delivery.md). The item is keyed by command ID so that
@@ -71,6 +89,7 @@ var Audit = Table{
 		{Name: "CorrelationIndex", PartitionKey: str("chain"), SortKey: str("gsi1sk")},
 	},
 	TTLAttribute: "expire_at",
+	Capacity:     defaultCapacity,
 }
 
 // Layers holds layer versions and builds (docs/layers.md):
@@ -87,6 +106,7 @@ var Layers = Table{
 	},
 	TTLAttribute: "ttl",
 	Stream:       types.StreamViewTypeNewAndOldImages,
+	Capacity:     defaultCapacity,
 }
 
 // Timers holds the durable timers and their shards, as
@@ -103,12 +123,14 @@ var Timers = Table{
 	LocalIndexes: []Index{
 		{Name: "ExecuteAtIndex", SortKey: str("timer_execute_at_with_uuid")},
 	},
+	Capacity: defaultCapacity,
 }
 
 // The agent-task system's tables, named, keyed and indexed as the
 // system's design names them (docs/orgs.md, docs/tasks.md): the
 // directory of orgs, users, projects, settings and secrets, then the
-// work. Attributes are camelCase, as that design has them.
+// work. Attributes are camelCase, as that design has them. Their
+// provisioned figures are that design's; each index takes its table's.
 var (
 	// Users holds users at USER#<userId> and, at EMAIL#<orgId>#<email>,
 	// the claims that keep an email unique within its org.
@@ -116,16 +138,18 @@ var (
 		Name:          "Users",
 		PartitionKey:  str("PK"),
 		GlobalIndexes: []Index{{Name: "email-index", PartitionKey: str("orgId"), SortKey: str("email")}},
+		Capacity:      Throughput{Read: 5, Write: 5},
 	}
-	Orgs     = Table{Name: "Orgs", PartitionKey: str("PK")}
+	Orgs     = Table{Name: "Orgs", PartitionKey: str("PK"), Capacity: Throughput{Read: 5, Write: 5}}
 	Projects = Table{
 		Name:          "Projects",
 		PartitionKey:  str("PK"),
 		SortKey:       str("SK"),
 		GlobalIndexes: []Index{{Name: "project-lookup", PartitionKey: str("projectId")}},
+		Capacity:      Throughput{Read: 10, Write: 5},
 	}
-	Settings = Table{Name: "Settings", PartitionKey: str("PK"), SortKey: str("SK")}
-	Secrets  = Table{Name: "Secrets", PartitionKey: str("PK"), SortKey: str("SK")}
+	Settings = Table{Name: "Settings", PartitionKey: str("PK"), SortKey: str("SK"), Capacity: Throughput{Read: 5, Write: 5}}
+	Secrets  = Table{Name: "Secrets", PartitionKey: str("PK"), SortKey: str("SK"), Capacity: Throughput{Read: 5, Write: 5}}
 	// Agents expire an hour after an agent's last heartbeat.
 	Agents = Table{
 		Name:          "Agents",
@@ -133,6 +157,7 @@ var (
 		SortKey:       str("SK"),
 		GlobalIndexes: []Index{{Name: "status-index", PartitionKey: str("status"), SortKey: str("lastHeartbeatAt")}},
 		TTLAttribute:  "ttl",
+		Capacity:      Throughput{Read: 10, Write: 20},
 	}
 	Tasks = Table{
 		Name:         "Tasks",
@@ -143,6 +168,7 @@ var (
 			{Name: "agent-tasks", PartitionKey: str("agentId"), SortKey: str("updatedAt")},
 			{Name: "state-queue", PartitionKey: str("state"), SortKey: str("createdAt")},
 		},
+		Capacity: Throughput{Read: 20, Write: 20},
 	}
 	// Queue's sort key orders an org's items by age alone; ready-index,
 	// sparse (only items waiting for a lease carry readyKey), orders them
@@ -156,9 +182,10 @@ var (
 			{Name: "lease-expiry", PartitionKey: str("leaseOwner"), SortKey: str("leaseExpiresAt")},
 			{Name: "ready-index", PartitionKey: str("PK"), SortKey: str("readyKey")},
 		},
+		Capacity: Throughput{Read: 20, Write: 20},
 	}
-	TaskEvents = Table{Name: "TaskEvents", PartitionKey: str("PK"), SortKey: str("SK")}
-	Logs       = Table{Name: "Logs", PartitionKey: str("PK"), SortKey: str("SK")}
+	TaskEvents = Table{Name: "TaskEvents", PartitionKey: str("PK"), SortKey: str("SK"), Capacity: Throughput{Read: 50, Write: 50}}
+	Logs       = Table{Name: "Logs", PartitionKey: str("PK"), SortKey: str("SK"), Capacity: Throughput{Read: 100, Write: 100}}
 	// Notifications expire seven days after they are sent.
 	Notifications = Table{
 		Name:          "Notifications",
@@ -166,6 +193,7 @@ var (
 		SortKey:       str("SK"),
 		GlobalIndexes: []Index{{Name: "user-notifications", PartitionKey: str("userId"), SortKey: str("createdAt")}},
 		TTLAttribute:  "ttl",
+		Capacity:      Throughput{Read: 20, Write: 20},
 	}
 )
 
@@ -180,6 +208,7 @@ var (
 		// GSI1 lists accounts and schedules by name (TYPE#ACCOUNT,
 		// TYPE#SCHEDULE) and an account's resources (ACCOUNT#<id>).
 		GlobalIndexes: []Index{{Name: "GSI1", PartitionKey: str("gsi1pk"), SortKey: str("gsi1sk")}},
+		Capacity:      defaultCapacity,
 	}
 	NucleusAudit = Table{
 		Name:         "NucleusAuditTable",
@@ -189,6 +218,7 @@ var (
 		// AuditGlobalKeys partition keys (DECISIONS.md).
 		GlobalIndexes: []Index{{Name: "GSI1", PartitionKey: str("gsi1pk"), SortKey: str("gsi1sk")}},
 		TTLAttribute:  "expire_at",
+		Capacity:      defaultCapacity,
 	}
 )
 
