@@ -32,6 +32,9 @@ type Options struct {
 	TimerSpread time.Duration
 	// Tasks leased by Agents agents in the task case; 0 skips it.
 	Tasks, Agents int
+	// SQSIdle is how long the SQS case leaves the worker idle, after it
+	// drained Commands queued before it started; 0 skips the case.
+	SQSIdle time.Duration
 	// InstrumentationRounds of five runs (neither, metrics, tracing,
 	// both, both with one trace in ten kept) measure what metrics and tracing cost; 0 skips it.
 	InstrumentationRounds int
@@ -61,6 +64,7 @@ type Report struct {
 	Contention         ContentionResult `json:"contention"`
 	Timers             *TimerResult     `json:"timers,omitempty"`
 	Tasks              *TaskCase        `json:"tasks,omitempty"`
+	SQS                *SQSCase         `json:"sqs,omitempty"`
 	// Instrumentation is what metrics and tracing cost.
 	Instrumentation *InstrumentationResult `json:"instrumentation,omitempty"`
 }
@@ -115,6 +119,15 @@ func Run(ctx context.Context, o Options, out io.Writer) (Report, error) {
 			return rep, fmt.Errorf("tasks: %w", err)
 		}
 		rep.Tasks = &t
+	}
+	if o.SQSIdle > 0 {
+		c := o.Concurrencies[len(o.Concurrencies)-1]
+		fmt.Fprintf(out, "sqs: %d commands queued before the worker starts, then %s idle, concurrency %d, baseline then transit...\n", o.Commands, o.SQSIdle, c)
+		q, err := runSQSCase(ctx, o, c)
+		if err != nil {
+			return rep, fmt.Errorf("sqs: %w", err)
+		}
+		rep.SQS = &q
 	}
 	if o.InstrumentationRounds > 0 {
 		// Its runs start emulators of their own (runInstrumentation).

@@ -145,6 +145,9 @@ func (r Report) Write(out io.Writer) {
 			t.LatenessMax.Round(time.Millisecond), t.Repeats)
 	}
 
+	if r.SQS != nil {
+		r.SQS.write(out, w)
+	}
 	if r.Instrumentation != nil {
 		r.Instrumentation.write(out, w)
 	}
