@@ -15,8 +15,8 @@ import (
 //   - sk = "shard#<shard ID>": a shard's lease: owner (absent when free),
 //     version (bumped by every write; each write is conditioned on the
 //     version it read), lease_expires_at (Unix milliseconds) and checkpoint
-//     (the last acked sequence number, or SHARD_END once the shard is
-//     finished).
+//     (the sequence number of the last acked record written, in batches,
+//     or SHARD_END once the shard is finished).
 //   - sk = "owner#<owner ID>": an instance's heartbeat (lease_expires_at),
 //     so instances know how many share the stream and split its shards.
 //

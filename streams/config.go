@@ -81,6 +81,19 @@ type SubscriberConfig struct {
 	// Defaults 1s and 30s.
 	NackBackoff    time.Duration
 	MaxNackBackoff time.Duration
+	// CheckpointEvery and CheckpointInterval batch checkpoints: the acks
+	// of a shard are written to its lease once CheckpointEvery of them
+	// are pending or the first of them is CheckpointInterval old,
+	// whichever comes first, and always at the shard's end and before
+	// its lease is handed back (Close, Drain, re-balancing). A crash
+	// loses at most that window of checkpoints, and the new holder
+	// delivers those records again: fine for consumers idempotent by
+	// the message UUID (the event ID), as transit's fan-in rules are. A
+	// lease renewal carries the pending acks, so the window is never
+	// older than RenewInterval either. CheckpointEvery 1 checkpoints
+	// every ack. Defaults 100 and 1s.
+	CheckpointEvery    int
+	CheckpointInterval time.Duration
 	// CloseTimeout bounds how long Close (or a shard handed to another
 	// instance) waits for a delivered record to be acked. Default 30s.
 	CloseTimeout time.Duration
@@ -115,6 +128,12 @@ func (c *SubscriberConfig) setDefaults() {
 	if c.MaxNackBackoff == 0 {
 		c.MaxNackBackoff = 30 * time.Second
 	}
+	if c.CheckpointEvery == 0 {
+		c.CheckpointEvery = 100
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = time.Second
+	}
 	if c.CloseTimeout == 0 {
 		c.CloseTimeout = 30 * time.Second
 	}
@@ -145,6 +164,7 @@ func (c SubscriberConfig) Validate() error {
 		{"LeaseDuration", c.LeaseDuration}, {"RenewInterval", c.RenewInterval},
 		{"DiscoveryInterval", c.DiscoveryInterval}, {"PollInterval", c.PollInterval},
 		{"NackBackoff", c.NackBackoff}, {"MaxNackBackoff", c.MaxNackBackoff}, {"CloseTimeout", c.CloseTimeout},
+		{"CheckpointInterval", c.CheckpointInterval},
 	} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
@@ -159,6 +179,9 @@ func (c SubscriberConfig) Validate() error {
 	}
 	if c.BatchSize < 1 || c.BatchSize > 1000 {
 		errs = append(errs, fmt.Errorf("BatchSize must be 1 to 1000, got %d", c.BatchSize))
+	}
+	if c.CheckpointEvery < 1 {
+		errs = append(errs, fmt.Errorf("CheckpointEvery must be at least 1, got %d", c.CheckpointEvery))
 	}
 	return errors.Join(errs...)
 }

@@ -43,6 +43,8 @@ func TestSubscriberConfig_validate(t *testing.T) {
 			ExpectedError:     "MaxNackBackoff (1ms) must be at least NackBackoff (1s)",
 		},
 		{Name: "batch_too_large", ModifyValidConfig: func(c *streams.SubscriberConfig) { c.BatchSize = 1001 }, ExpectedError: "BatchSize must be 1 to 1000"},
+		{Name: "negative_checkpoint_every", ModifyValidConfig: func(c *streams.SubscriberConfig) { c.CheckpointEvery = -1 }, ExpectedError: "CheckpointEvery must be at least 1, got -1"},
+		{Name: "negative_checkpoint_interval", ModifyValidConfig: func(c *streams.SubscriberConfig) { c.CheckpointInterval = -time.Second }, ExpectedError: "CheckpointInterval must be positive"},
 		{Name: "negative_batch", ModifyValidConfig: func(c *streams.SubscriberConfig) { c.BatchSize = -1 }, ExpectedError: "BatchSize must be 1 to 1000"},
 	}
 	for _, c := range cases {

@@ -20,9 +20,13 @@
 // instances of one consumer group also hold one lease per shard: each
 // shard is read by one instance at a time, the shards are shared evenly
 // between live instances, and a crashed instance's shards are taken over
-// once its leases lapse. A record is delivered again only if it was not
-// acked (or its checkpoint could not be written) before its shard changed
-// hands.
+// once its leases lapse. Checkpoints are batched
+// (SubscriberConfig.CheckpointEvery, CheckpointInterval) and always
+// written at a shard's end and before a lease is handed back, so a clean
+// hand-over delivers nothing again. A record is delivered again only if
+// it was not acked, or its ack was not yet checkpointed (a crash, a lost
+// lease: at most one batch), before its shard changed hands; consumers
+// must be idempotent by the message UUID, the record's event ID.
 //
 // Wiring it with the real clients:
 //

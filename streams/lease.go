@@ -27,8 +27,9 @@ type Lease struct {
 	// ExpiresAt is when the lease lapses unless renewed; after it another
 	// instance may take the shard.
 	ExpiresAt time.Time
-	// Checkpoint is the sequence number of the last acked record, ShardEnd
-	// once the shard is finished, or "" before the first ack.
+	// Checkpoint is the sequence number of the last acked record as of the
+	// last checkpoint (acks are written in batches), ShardEnd once the
+	// shard is finished, or "" before the first checkpoint.
 	Checkpoint string
 }
 

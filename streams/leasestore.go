@@ -81,8 +81,9 @@ type leaseItem struct {
 	// Expires is when the lease, or the instance whose heartbeat this is,
 	// lapses without renewal (Unix milliseconds).
 	Expires int64 `dynamodbav:"lease_expires_at"`
-	// Checkpoint is the sequence number of the shard's last acked record,
-	// or SHARD_END once the shard was read to its end.
+	// Checkpoint is the sequence number of the shard's last acked record
+	// as of the last checkpoint (acks are written in batches), or
+	// SHARD_END once the shard was read to its end.
 	Checkpoint string `dynamodbav:"checkpoint,omitempty"`
 	// TTL is set only on a finished lease (72 h after it finished) and on
 	// a heartbeat (an hour after it lapses), so the table does not grow

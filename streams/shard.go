@@ -18,7 +18,9 @@ import (
 const maxErrorBackoff = 10 * time.Second
 
 // worker reads one shard while this instance holds its lease: records in
-// order, each delivered until acked, then checkpointed.
+// order, each delivered until acked. Acks are checkpointed in batches
+// (SubscriberConfig.CheckpointEvery, CheckpointInterval), at the shard's
+// end and before the lease is handed back.
 type worker struct {
 	st      *stream
 	cfg     *SubscriberConfig
@@ -26,10 +28,20 @@ type worker struct {
 	logger  watermill.LoggerAdapter
 
 	// mu serialises lease writes (renewals and checkpoints), each
-	// conditioned on the version the previous one returned.
+	// conditioned on the version the previous one returned, and guards
+	// the acks not yet checkpointed.
 	mu        sync.Mutex
 	lease     Lease
 	lastWrite time.Time
+	// pendingSeq is the last acked record not yet checkpointed, "" when
+	// every ack is on record; pending counts those acks, pendingSince is
+	// when the first of them came.
+	pendingSeq   string
+	pending      int
+	pendingSince time.Time
+	// pendingStarted wakes the renewal loop when a batch starts, so it
+	// writes the checkpoint when CheckpointInterval has passed.
+	pendingStarted chan struct{}
 	// validUntil (Unix nanoseconds) is when this instance stops trusting
 	// the lease: a tenth of a lease before the expiry it wrote, so it has
 	// stopped reading before any other instance may take the shard.
@@ -54,8 +66,9 @@ type worker struct {
 	drainOnce sync.Once
 	drainBy   time.Time
 
-	// lastSeq is the last record acked and checkpointed (or the lease's
-	// checkpoint at start): where an expired iterator resumes.
+	// lastSeq is the last record acked, checkpointed or not (or the
+	// lease's checkpoint at start): where an expired iterator resumes.
+	// Only the reading goroutine uses it.
 	lastSeq string
 	// behindSince is the creation time (Unix nanoseconds) of the record
 	// being delivered, 0 once a read found no record: the shard's lag is
@@ -66,17 +79,18 @@ type worker struct {
 func newWorker(st *stream, l Lease, expires time.Time) *worker {
 	ctx, cancel := context.WithCancel(st.ctx)
 	w := &worker{
-		st:        st,
-		cfg:       st.cfg,
-		shardID:   l.ShardID,
-		logger:    st.logger.With(watermill.LogFields{"shard_id": l.ShardID}),
-		lease:     l,
-		lastWrite: time.Now(),
-		stop:      make(chan struct{}),
-		lost:      make(chan struct{}),
-		ctx:       ctx,
-		cancel:    cancel,
-		lastSeq:   l.Checkpoint,
+		st:             st,
+		cfg:            st.cfg,
+		shardID:        l.ShardID,
+		logger:         st.logger.With(watermill.LogFields{"shard_id": l.ShardID}),
+		lease:          l,
+		lastWrite:      time.Now(),
+		pendingStarted: make(chan struct{}, 1),
+		stop:           make(chan struct{}),
+		lost:           make(chan struct{}),
+		ctx:            ctx,
+		cancel:         cancel,
+		lastSeq:        l.Checkpoint,
 	}
 	w.validUntil.Store(w.trustUntil(expires).UnixNano())
 	return w
@@ -126,6 +140,11 @@ func (w *worker) run() {
 	close(exitRenew)
 	<-renewDone
 	w.cancel()
+	// A graceful end puts every ack on record before the hand-over, so
+	// the next holder re-reads nothing.
+	if !w.isLost() {
+		w.flush()
+	}
 	if w.isLost() {
 		w.logger.Info("Stopped reading shard: its lease is no longer ours", nil)
 		return
@@ -133,23 +152,36 @@ func (w *worker) run() {
 	w.release()
 }
 
-// renew extends the lease every RenewInterval (unless a checkpoint just
-// did), and declares it lost the moment it can no longer be trusted.
+// renew extends the lease every RenewInterval (unless a write just did),
+// writes a batch of acks once it is CheckpointInterval old, and declares
+// the lease lost the moment it can no longer be trusted. A renewal
+// carries the acks pending at the time: one write instead of two.
 func (w *worker) renew(exit <-chan struct{}) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
+	// failed holds off the batch's deadline after a failed write: the
+	// next attempt comes a RenewInterval later, not at once.
+	failed := false
 	for {
 		wait := w.cfg.RenewInterval
 		if d := time.Until(time.Unix(0, w.validUntil.Load())); d < wait {
 			wait = max(d, 0)
 		}
+		w.mu.Lock()
+		if w.pending > 0 && !failed {
+			wait = max(min(wait, time.Until(w.pendingSince.Add(w.cfg.CheckpointInterval))), 0)
+		}
+		w.mu.Unlock()
 		timer.Reset(wait)
 		select {
 		case <-exit:
 			return
 		case <-w.lost:
 			return
+		case <-w.pendingStarted:
+			timer.Stop()
+			continue
 		case <-timer.C:
 		}
 		if !w.valid() {
@@ -159,26 +191,56 @@ func (w *worker) renew(exit <-chan struct{}) {
 		}
 		w.mu.Lock()
 		recent := time.Since(w.lastWrite) < w.cfg.RenewInterval/2
+		due := w.pending > 0 && time.Since(w.pendingSince) >= w.cfg.CheckpointInterval
 		w.mu.Unlock()
-		if recent {
+		if recent && !due {
 			continue
 		}
-		err := w.write(func(ctx context.Context, l Lease, expires time.Time) (Lease, error) {
-			return w.cfg.Leases.Renew(ctx, l, expires)
-		})
+		err := w.write(false)
+		failed = err != nil
 		if errors.Is(err, ErrLeaseLost) {
 			w.logger.Info("Shard lease taken over by another instance; stopped reading the shard", nil)
 			return
 		}
 		if err != nil {
-			w.logger.Error("Cannot renew shard lease; retrying until it lapses", err, nil)
+			w.logger.Error("Cannot renew shard lease (or write its checkpoint); retrying until it lapses", err, nil)
 		}
 	}
 }
 
+// acked notes the ack of seq, and reports whether a batch is full:
+// CheckpointEvery acks since the last checkpoint.
+func (w *worker) acked(seq string) (full bool) {
+	w.lastSeq = seq
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.pending == 0 {
+		w.pendingSince = time.Now()
+		select {
+		case w.pendingStarted <- struct{}{}:
+		default:
+		}
+	}
+	w.pendingSeq = seq
+	w.pending++
+	return w.pending >= w.cfg.CheckpointEvery
+}
+
+// flush checkpoints the pending acks, if any.
+func (w *worker) flush() {
+	w.mu.Lock()
+	pending := w.pending > 0
+	w.mu.Unlock()
+	if pending {
+		w.checkpoint(false)
+	}
+}
+
 // write runs one conditional lease write with the lease as last written,
-// and keeps what it returns. ErrLeaseLost marks the lease lost.
-func (w *worker) write(op func(ctx context.Context, l Lease, expires time.Time) (Lease, error)) error {
+// and keeps what it returns: the ShardEnd checkpoint if end, else the
+// checkpoint of the pending acks if any, else a renewal. Every write
+// extends the lease. ErrLeaseLost marks the lease lost.
+func (w *worker) write(end bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.isLost() {
@@ -189,7 +251,18 @@ func (w *worker) write(op func(ctx context.Context, l Lease, expires time.Time) 
 	// Not w.ctx: a checkpoint must not be cut short by a stop request.
 	ctx, cancel := context.WithTimeout(context.Background(), w.st.writeTimeout())
 	defer cancel()
-	l, err := op(ctx, w.lease, expires)
+	var (
+		l   Lease
+		err error
+	)
+	switch {
+	case end:
+		l, err = w.cfg.Leases.Checkpoint(ctx, w.lease, ShardEnd, expires)
+	case w.pending > 0:
+		l, err = w.cfg.Leases.Checkpoint(ctx, w.lease, w.pendingSeq, expires)
+	default:
+		l, err = w.cfg.Leases.Renew(ctx, w.lease, expires)
+	}
 	if errors.Is(err, ErrLeaseLost) {
 		w.markLost()
 		return err
@@ -200,6 +273,7 @@ func (w *worker) write(op func(ctx context.Context, l Lease, expires time.Time) 
 	w.lease = l
 	w.lastWrite = start
 	w.validUntil.Store(w.trustUntil(expires).UnixNano())
+	w.pendingSeq, w.pending = "", 0
 	return nil
 }
 
@@ -269,7 +343,10 @@ func (w *worker) read() {
 			w.behindSince.Store(0) // caught up
 		}
 		for _, raw := range out.Records {
-			if !w.deliver(raw) || !w.checkpoint(sequenceNumber(raw)) {
+			if !w.deliver(raw) {
+				return
+			}
+			if w.acked(sequenceNumber(raw)) && !w.checkpoint(false) {
 				return
 			}
 		}
@@ -345,9 +422,10 @@ func (w *worker) gone(err error) {
 	w.st.sub.reportTrimmed(Trimmed{Table: w.st.table, StreamARN: w.st.arn, ShardID: w.shardID, After: w.lastSeq, Err: err})
 }
 
-// finish marks the shard finished, so its children may be read.
+// finish marks the shard finished, so its children may be read. ShardEnd
+// covers every ack still pending.
 func (w *worker) finish() {
-	if w.checkpoint(ShardEnd) {
+	if w.checkpoint(true) {
 		w.logger.Info("Shard finished", nil)
 	}
 }
@@ -471,26 +549,21 @@ func (w *worker) sleep(d time.Duration) bool {
 	}
 }
 
-// checkpoint records seq (or ShardEnd) for the shard, retrying a failing
-// store as long as the lease can be trusted: no further record is read
-// before the acked one is on record.
-func (w *worker) checkpoint(seq string) bool {
+// checkpoint records the pending acks (or ShardEnd if end) for the
+// shard, retrying a failing store as long as the lease can be trusted: no
+// further record is read before a full batch is on record.
+func (w *worker) checkpoint(end bool) bool {
 	backoff := 50 * time.Millisecond
 	for {
-		err := w.write(func(ctx context.Context, l Lease, expires time.Time) (Lease, error) {
-			return w.cfg.Leases.Checkpoint(ctx, l, seq, expires)
-		})
+		err := w.write(end)
 		if err == nil {
-			if seq != ShardEnd {
-				w.lastSeq = seq
-			}
 			return true
 		}
 		if errors.Is(err, ErrLeaseLost) {
-			w.logger.Info("Shard lease lost before checkpoint; the record will be delivered again by the new owner", watermill.LogFields{"sequence_number": seq})
+			w.logger.Info("Shard lease lost before checkpoint; the records acked since the last one will be delivered again by the new owner", nil)
 			return false
 		}
-		w.logger.Error("Cannot checkpoint; retrying", err, watermill.LogFields{"sequence_number": seq})
+		w.logger.Error("Cannot checkpoint; retrying", err, nil)
 		if !w.valid() {
 			w.markLost()
 			return false

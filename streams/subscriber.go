@@ -26,8 +26,10 @@ var ErrNoStream = errors.New("table has no stream")
 // Within a shard, records are delivered in order and one at a time: the
 // next only after the previous one is acked; a nacked record is delivered
 // again after a backoff. A child shard is read only once its parent is
-// finished. Every ack is checkpointed in the lease store, so a restart
-// resumes after the last acked record, and instances of one consumer group
+// finished. Acks are checkpointed in the lease store in batches, and
+// before a shard is handed back, so a clean restart resumes after the
+// last acked record and a crash re-reads at most one batch (see
+// SubscriberConfig.CheckpointEvery); instances of one consumer group
 // split the shards between them by leases: a shard is read by one
 // instance at a time.
 type Subscriber struct {

@@ -435,7 +435,12 @@ func TestSubscriber_takes_over_after_lease_lapses(t *testing.T) {
 	}
 	j := newJournal()
 	cutOff := &flakyLeases{LeaseStore: leases}
-	a := newSubscriber(t, fastConfig(f.client("a"), cutOff, "a"), nil)
+	cfgA := fastConfig(f.client("a"), cutOff, "a")
+	// Every ack checkpointed: a stops at the first ack after the cut, so
+	// b's first record is the one after a's last ack (batched
+	// checkpoints have their own crash test).
+	cfgA.CheckpointEvery = 1
+	a := newSubscriber(t, cfgA, nil)
 	doneA := consume(subscribe(t, a, "items"), j.handler("a", 10*time.Millisecond))
 	waitFor(t, "a reading both shards", 5*time.Second, func() bool { return len(j.acked("a")) >= 6 })
 
@@ -514,7 +519,9 @@ func TestSubscriber_stops_reading_a_shard_whose_lease_moved_on(t *testing.T) {
 		f.addShard("shard-0", "")
 		ids := f.put("shard-0", 20)
 		leases := newMemLeases()
-		sub := newSubscriber(t, fastConfig(f.client("a"), leases, "a"), nil)
+		cfg := fastConfig(f.client("a"), leases, "a")
+		cfg.CheckpointEvery = 1 // the checkpoint of each ack finds the loss
+		sub := newSubscriber(t, cfg, nil)
 		j := newJournal()
 		stolen := make(chan struct{})
 		done := consume(subscribe(t, sub, "items"), func(m *message.Message) {
