@@ -40,7 +40,7 @@ var subcommands = map[string]func(ctx context.Context, args []string) error{
 
 func main() {
 	if len(os.Args) < 2 || subcommands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: transit-bench bench [--moto-only] [--commands N] [--concurrency L] [--rounds N] [--timers N] [--tasks N] [--agents N] [--sqs-idle D] [--instrumentation-rounds N] [--out DIR]   (-h for all flags)")
+		fmt.Fprintln(os.Stderr, "usage: transit-bench bench [--moto-only] [--commands N] [--concurrency L] [--rounds N] [--timers N] [--tasks N] [--agents N] [--sqs-idle D] [--scale-replicas N] [--instrumentation-rounds N] [--out DIR]   (-h for all flags)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -66,6 +66,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&o.Tasks, "tasks", 300, "tasks leased in the task case (0 skips it)")
 	fs.IntVar(&o.Agents, "agents", 20, "agents leasing tasks in the task case, each a closed loop")
 	fs.DurationVar(&o.SQSIdle, "sqs-idle", 40*time.Second, "the SQS case leaves each worker idle this long after it drained --commands queued before it started (0 skips the case); a multiple of the 20s long poll counts each poll a whole number of times")
+	fs.IntVar(&o.ScaleReplicas, "scale-replicas", 3, "the scale-out case runs 1 up to this many transit serve replicas on one stack, --commands each, then times timer shards and stream leases moving when a second replica joins and when one is killed (0 skips it)")
 	fs.DurationVar(&o.ScrapeInterval, "scrape-interval", 15*time.Second, "how often the instrumentation case reads /metrics (Prometheus's usual interval)")
 	fs.BoolVar(&o.Profile, "profile", false, "write a CPU profile of each instrumentation run's worker beside the report")
 	fs.IntVar(&o.InstrumentationRounds, "instrumentation-rounds", 5, "rounds of five runs (neither, metrics, tracing, both, both keeping one trace in ten) measuring what metrics and tracing cost (0 skips it)")
@@ -80,6 +81,9 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	if o.SQSIdle < 0 {
 		return fmt.Errorf("--sqs-idle: %s, want 0 or more", o.SQSIdle)
+	}
+	if o.ScaleReplicas != 0 && (o.ScaleReplicas < 2 || o.ScaleReplicas > 8) {
+		return fmt.Errorf("--scale-replicas: %d, want 0 (skip) or 2 to 8", o.ScaleReplicas)
 	}
 	if o.ScrapeInterval <= 0 {
 		return fmt.Errorf("--scrape-interval: %s, want more than 0", o.ScrapeInterval)

@@ -35,6 +35,10 @@ type Options struct {
 	// SQSIdle is how long the SQS case leaves the worker idle, after it
 	// drained Commands queued before it started; 0 skips the case.
 	SQSIdle time.Duration
+	// ScaleReplicas is the most transit serve replicas the scale-out case
+	// runs on one stack (1 up to it), before its rebalance of timer
+	// shards and stream leases; 0 skips the case.
+	ScaleReplicas int
 	// InstrumentationRounds of five runs (neither, metrics, tracing,
 	// both, both with one trace in ten kept) measure what metrics and tracing cost; 0 skips it.
 	InstrumentationRounds int
@@ -65,6 +69,7 @@ type Report struct {
 	Timers             *TimerResult     `json:"timers,omitempty"`
 	Tasks              *TaskCase        `json:"tasks,omitempty"`
 	SQS                *SQSCase         `json:"sqs,omitempty"`
+	Scale              *ScaleCase       `json:"scale,omitempty"`
 	// Instrumentation is what metrics and tracing cost.
 	Instrumentation *InstrumentationResult `json:"instrumentation,omitempty"`
 }
@@ -128,6 +133,15 @@ func Run(ctx context.Context, o Options, out io.Writer) (Report, error) {
 			return rep, fmt.Errorf("sqs: %w", err)
 		}
 		rep.SQS = &q
+	}
+	if o.ScaleReplicas > 0 {
+		c := o.Concurrencies[len(o.Concurrencies)-1]
+		fmt.Fprintf(out, "scale: 1 to %d transit replicas on one stack, concurrency %d each, %d commands each, then timer shards and stream leases moving...\n", o.ScaleReplicas, c, o.Commands)
+		sc, err := runScale(ctx, o, o.ScaleReplicas, c, out)
+		if err != nil {
+			return rep, fmt.Errorf("scale: %w", err)
+		}
+		rep.Scale = &sc
 	}
 	if o.InstrumentationRounds > 0 {
 		// Its runs start emulators of their own (runInstrumentation).

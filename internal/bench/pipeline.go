@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -48,6 +49,14 @@ type PipelineResult struct {
 	// told its own fresh sandbox is not its own. Zero on DynamoDB Local;
 	// moto's non-atomic transactions produce them (DECISIONS.md).
 	Anomalies int `json:"anomalies"`
+	// Replicas is how many workers served the stack (one but in the
+	// scale-out case), each at Concurrency; Cost is their sum.
+	Replicas int `json:"replicas"`
+	// Repeats counts commands answered again with the same outcome (a
+	// redelivery replayed); Doubled those answered again with another
+	// outcome: applied twice.
+	Repeats int `json:"repeats"`
+	Doubled int `json:"doubled"`
 }
 
 // stack is one freshly provisioned stack with its event reader: the
@@ -60,9 +69,14 @@ type stack struct {
 	stopDispatch context.CancelFunc
 	dispatched   chan struct{}
 
-	mu        sync.Mutex
-	waiters   map[string]chan service.TapEvent
+	mu      sync.Mutex
+	waiters map[string]chan service.TapEvent
+	// outcomes is each command's first answer, its type and payload, to
+	// tell an answer repeated from one that differs.
+	outcomes  map[string]string
 	anomalies atomic.Int32
+	repeats   atomic.Int32
+	doubled   atomic.Int32
 }
 
 // newStack provisions a stack named prefix and seeds a pool of n sandboxes.
@@ -102,7 +116,7 @@ func openStack(ctx context.Context, svc *service.Service, d messages.Domain) (*s
 		return nil, err
 	}
 	dctx, stop := context.WithCancel(ctx)
-	s := &stack{svc: svc, queueURL: aws.ToString(q.QueueUrl), tap: tap, waiters: map[string]chan service.TapEvent{},
+	s := &stack{svc: svc, queueURL: aws.ToString(q.QueueUrl), tap: tap, waiters: map[string]chan service.TapEvent{}, outcomes: map[string]string{},
 		stopDispatch: stop, dispatched: make(chan struct{})}
 	go s.dispatch(dctx)
 	return s, nil
@@ -159,15 +173,32 @@ func (s *stack) dispatch(ctx context.Context) {
 			continue
 		}
 		for _, ev := range events {
-			s.mu.Lock()
-			ch := s.waiters[ev.Envelope.CausationID]
-			delete(s.waiters, ev.Envelope.CausationID)
-			s.mu.Unlock()
-			if ch != nil {
+			if ch := s.answer(ev); ch != nil {
 				ch <- ev
 			}
 		}
 	}
+}
+
+// answer records ev as an answer to its command, counting a second one
+// as repeated or doubled, and returns the channel of whoever waits for
+// the first.
+func (s *stack) answer(ev service.TapEvent) chan service.TapEvent {
+	id, outcome := ev.Envelope.CausationID, string(ev.Envelope.Type)+" "+string(ev.Envelope.Payload)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := s.waiters[id]
+	delete(s.waiters, id)
+	first, answered := s.outcomes[id]
+	switch {
+	case !answered:
+		s.outcomes[id] = outcome
+	case first == outcome:
+		s.repeats.Add(1)
+	default:
+		s.doubled.Add(1)
+	}
+	return ch
 }
 
 // do sends one command and waits for its event.
@@ -311,43 +342,75 @@ func readReport(path string) (metering.Report, error) {
 // mark-deletion cycles by as many closed-loop clients as the concurrency.
 // The worker gets env and extra flags (startWorker).
 func runPipeline(ctx context.Context, o Options, role string, concurrency int, env []string, extra ...string) (PipelineResult, error) {
+	return runReplicas(ctx, o, role, concurrency, 1, env, extra...)
+}
+
+// runReplicas is runPipeline with replicas workers of role serving one
+// stack, each at concurrency, and as many clients as all their consumer
+// slots together.
+func runReplicas(ctx context.Context, o Options, role string, concurrency, replicas int, env []string, extra ...string) (PipelineResult, error) {
 	prefix := fmt.Sprintf("b%s%d-%s", role[:1], concurrency, uuid.NewString()[:6])
-	cycles := o.Commands / 2
-	st, err := newStack(ctx, prefix, cycles+concurrency)
+	if replicas > 1 {
+		prefix = fmt.Sprintf("b%s%dx%d-%s", role[:1], concurrency, replicas, uuid.NewString()[:6])
+	}
+	cycles, slots := o.Commands/2, replicas*concurrency
+	st, err := newStack(ctx, prefix, cycles+slots)
 	if err != nil {
 		return PipelineResult{}, err
 	}
 	defer st.close(ctx)
-	w, err := startWorker(o.Executable, o.OutDir, role, prefix, concurrency, env, extra...)
-	if err != nil {
-		return PipelineResult{}, err
-	}
-	stopped := false
+	// workers[stopped:] are still running if the measurement fails.
+	workers, stopped := make([]*worker, 0, replicas), 0
 	defer func() {
-		if !stopped {
+		for _, w := range workers[stopped:] {
 			_ = w.cmd.Process.Kill()
+			_ = w.cmd.Wait()
 		}
 	}()
-	discard := make(chan time.Duration, 2*concurrency)
+	for i := range replicas {
+		flags := extra
+		var stats string
+		if replicas > 1 {
+			// Stats of its own each: startWorker names them by role and
+			// concurrency only.
+			stats = filepath.Join(o.OutDir, fmt.Sprintf("%s-x%d-r%d-c%d.stats.json", role, replicas, i+1, concurrency))
+			flags = append(slices.Clone(extra), "--stats-out", stats)
+		}
+		w, err := startWorker(o.Executable, o.OutDir, role, prefix, concurrency, env, flags...)
+		if err != nil {
+			return PipelineResult{}, err
+		}
+		if stats != "" {
+			w.stats = stats
+		}
+		workers = append(workers, w)
+	}
+	discard := make(chan time.Duration, 2*slots)
 	// Warm-up: one cycle per client, so connections and caches are set up
 	// before the figures start.
-	if err := clients(ctx, st, concurrency, concurrency, "warm", discard); err != nil {
+	if err := clients(ctx, st, slots, slots, "warm", discard); err != nil {
 		return PipelineResult{}, err
 	}
-	start, err := w.mark()
-	if err != nil {
-		return PipelineResult{}, err
+	starts := make([]metering.Report, replicas)
+	for i, w := range workers {
+		if starts[i], err = w.mark(); err != nil {
+			return PipelineResult{}, err
+		}
 	}
 	latencies := make(chan time.Duration, 2*cycles)
 	began := time.Now()
-	if err := clients(ctx, st, concurrency, cycles, "run", latencies); err != nil {
+	if err := clients(ctx, st, slots, cycles, "run", latencies); err != nil {
 		return PipelineResult{}, err
 	}
 	elapsed := time.Since(began)
-	end, err := w.stop()
-	stopped = true
-	if err != nil {
-		return PipelineResult{}, err
+	var cost metering.Report
+	for i, w := range workers {
+		stopped = i + 1
+		end, err := w.stop()
+		if err != nil {
+			return PipelineResult{}, err
+		}
+		cost = sumReports(cost, end.Minus(starts[i]))
 	}
 	close(latencies)
 	var lat []time.Duration
@@ -360,9 +423,27 @@ func runPipeline(ctx context.Context, o Options, role string, concurrency int, e
 		Role: role, Concurrency: concurrency, Commands: n, Elapsed: elapsed,
 		PerSecond: float64(n) / elapsed.Seconds(),
 		P50:       lat[len(lat)/2], P99: lat[(len(lat)*99)/100],
-		Cost:      end.Minus(start),
+		Cost:      cost,
 		Anomalies: int(st.anomalies.Load()),
+		Replicas:  replicas,
+		Repeats:   int(st.repeats.Load()), Doubled: int(st.doubled.Load()),
 	}, nil
+}
+
+// sumReports adds up the figures of processes side by side.
+func sumReports(a, b metering.Report) metering.Report {
+	sum := metering.Report{Requests: map[string]int64{}, Units: map[string]float64{},
+		ReadUnits: a.ReadUnits + b.ReadUnits, WriteUnits: a.WriteUnits + b.WriteUnits,
+		CPU: a.CPU + b.CPU, Mallocs: a.Mallocs + b.Mallocs, AllocBytes: a.AllocBytes + b.AllocBytes}
+	for _, r := range []metering.Report{a, b} {
+		for k, v := range r.Requests {
+			sum.Requests[k] += v
+		}
+		for k, v := range r.Units {
+			sum.Units[k] += v
+		}
+	}
+	return sum
 }
 
 // clients runs cycles allocate/release cycles spread over n clients.

@@ -148,6 +148,9 @@ func (r Report) Write(out io.Writer) {
 	if r.SQS != nil {
 		r.SQS.write(out, w)
 	}
+	if r.Scale != nil {
+		r.Scale.write(out, w)
+	}
 	if r.Instrumentation != nil {
 		r.Instrumentation.write(out, w)
 	}
