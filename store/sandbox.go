@@ -116,8 +116,21 @@ func SandboxIDFor(externalID string) string {
 	return uuid.NewSHA1(sandboxIDNamespace, []byte(externalID)).String()
 }
 
-// candidatesPerQuery bounds one StatusIndex read (Limit 15).
-const candidatesPerQuery = 15
+// candidatesPerQuery bounds an allocation's first StatusIndex read
+// (Limit 15); each round that lost its candidates to concurrent
+// allocators reads twice as many, up to maxCandidates, so a crowd of
+// allocators spreads over more of the pool instead of colliding on the
+// same few items. A read of more candidates costs a fraction of one
+// lost transaction.
+const (
+	candidatesPerQuery = 15
+	maxCandidates      = 120
+)
+
+// triesPerRound bounds the candidates one round writes for: candidates
+// read at the same moment as one just lost are likely taken too, and a
+// fresh, wider read costs less than a transaction that fails.
+const triesPerRound = 3
 
 // allocateRounds bounds how often an allocation re-reads the pool after
 // losing every candidate to concurrent allocators (docs/sandbox.md); a
@@ -130,8 +143,10 @@ const allocateRounds = 8
 func (s *Store) Allocate(ctx context.Context, cmd Cmd, trackID, idempotencyKey string) (Sandbox, error) {
 	in := machine.SandboxInput{Now: cmd.At.Unix(), TrackID: trackID, IdempotencyKey: idempotencyKey}
 	var sb Sandbox
+	limit := candidatesPerQuery
 	err := retry(ctx, fmt.Sprintf("allocate for %s: every candidate taken in %d rounds", trackID, allocateRounds), allocateRounds, func() (err error) {
-		sb, err = s.allocateRound(ctx, cmd, in)
+		sb, err = s.allocateRound(ctx, cmd, in, int32(limit))
+		limit = min(2*limit, maxCandidates)
 		return err
 	})
 	return sb, err
@@ -140,7 +155,7 @@ func (s *Store) Allocate(ctx context.Context, cmd Cmd, trackID, idempotencyKey s
 // allocateRound is one round of Allocate on the claim and the pool as
 // read: errStale when another command claimed the key, or took every
 // candidate, since.
-func (s *Store) allocateRound(ctx context.Context, cmd Cmd, in machine.SandboxInput) (Sandbox, error) {
+func (s *Store) allocateRound(ctx context.Context, cmd Cmd, in machine.SandboxInput, limit int32) (Sandbox, error) {
 	trackID, idempotencyKey := in.TrackID, in.IdempotencyKey
 	live, isLive, claim, claimFound, err := s.claimed(ctx, trackID, idempotencyKey)
 	if err != nil {
@@ -149,7 +164,7 @@ func (s *Store) allocateRound(ctx context.Context, cmd Cmd, in machine.SandboxIn
 	if isLive {
 		return s.recordExisting(ctx, cmd, live)
 	}
-	candidates, err := s.queryStatus(ctx, StatusAvailable, nil, candidatesPerQuery)
+	candidates, err := s.queryStatus(ctx, StatusAvailable, nil, limit)
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("allocate for %s: %w", trackID, err)
 	}
@@ -170,7 +185,7 @@ func (s *Store) allocateRound(ctx context.Context, cmd Cmd, in machine.SandboxIn
 	// Concurrent allocators start at different candidates, so they
 	// rarely collide on the same item.
 	rand.Shuffle(len(candidates), func(i, j int) { candidates[i], candidates[j] = candidates[j], candidates[i] })
-	sb, taken, err := s.allocateOne(ctx, cmd, in, candidates, claim, claimFound)
+	sb, taken, err := s.allocateOne(ctx, cmd, in, candidates[:min(len(candidates), triesPerRound)], claim, claimFound)
 	if taken || errors.Is(err, errConflict) {
 		return Sandbox{}, errStale
 	}
