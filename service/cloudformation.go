@@ -84,10 +84,10 @@ type cfnParameter struct {
 
 type cfnResource struct {
 	Type                string
-	Condition           string `json:",omitempty"`
-	DependsOn           string `json:",omitempty"`
-	DeletionPolicy      string `json:",omitempty"`
-	UpdateReplacePolicy string `json:",omitempty"`
+	Condition           string   `json:",omitempty"`
+	DependsOn           []string `json:",omitempty"`
+	DeletionPolicy      string   `json:",omitempty"`
+	UpdateReplacePolicy string   `json:",omitempty"`
 	Properties          map[string]any
 }
 
@@ -171,8 +171,12 @@ func cloudFormation(prefix string, qs transport.QueueSettings, capacity store.Ca
 		b.add(logicalID("Table", t.Name), cfnResource{Type: "AWS::DynamoDB::Table",
 			DeletionPolicy: "Retain", UpdateReplacePolicy: "Retain", Properties: props})
 	}
+	// One target and policy after another: created all at once, their
+	// hundreds of CloudWatch alarms run into CloudWatch's rate limit and
+	// roll the stack back.
+	previous := ""
 	for _, target := range store.ScalingTargets(prefixVar, capacity) {
-		scaling(b, target)
+		previous = scaling(b, target, previous)
 	}
 	for _, d := range messages.Domains() {
 		messaging(b, d, qs)
@@ -186,23 +190,29 @@ func cloudFormation(prefix string, qs transport.QueueSettings, capacity store.Ca
 	return b.t, b.err
 }
 
-// scaling adds a table's or index's scalable target and its
-// target-tracking policy, as store.Provision registers them. Without a
-// RoleARN Application Auto Scaling uses its service-linked role for
-// DynamoDB.
-func scaling(b *builder, target store.ScalingTarget) {
+// scaling adds a table's or index's scalable target, after its table and
+// the policy named after (if any), and its target-tracking policy, as
+// store.Provision registers them, and returns the policy's logical ID.
+// Without a RoleARN Application Auto Scaling uses its service-linked
+// role for DynamoDB.
+func scaling(b *builder, target store.ScalingTarget, after string) (policy string) {
 	// "Tasks/index/state-queue DynamoDBReadCapacityUtilization": the IDs
 	// are the same whatever the prefix.
 	name := strings.TrimPrefix(target.ResourceID, "table/"+prefixVar+"-") + " " + string(target.Metric)
 	id := logicalID("ScalableTarget", name)
-	b.add(id, cfnResource{Type: "AWS::ApplicationAutoScaling::ScalableTarget", DependsOn: logicalID("Table", target.Table), Properties: map[string]any{
+	dependsOn := []string{logicalID("Table", target.Table)}
+	if after != "" {
+		dependsOn = append(dependsOn, after)
+	}
+	b.add(id, cfnResource{Type: "AWS::ApplicationAutoScaling::ScalableTarget", DependsOn: dependsOn, Properties: map[string]any{
 		"ServiceNamespace":  "dynamodb",
 		"ResourceId":        sub(target.ResourceID),
 		"ScalableDimension": string(target.Dimension),
 		"MinCapacity":       target.Min,
 		"MaxCapacity":       target.Max,
 	}})
-	b.add(logicalID("ScalingPolicy", name), cfnResource{Type: "AWS::ApplicationAutoScaling::ScalingPolicy", Properties: map[string]any{
+	policy = logicalID("ScalingPolicy", name)
+	b.add(policy, cfnResource{Type: "AWS::ApplicationAutoScaling::ScalingPolicy", Properties: map[string]any{
 		"PolicyName":      sub(target.PolicyName()),
 		"PolicyType":      "TargetTrackingScaling",
 		"ScalingTargetId": ref(id),
@@ -211,6 +221,7 @@ func scaling(b *builder, target store.ScalingTarget) {
 			"PredefinedMetricSpecification": map[string]any{"PredefinedMetricType": string(target.Metric)},
 		},
 	}})
+	return policy
 }
 
 func notEmpty(v any) any {

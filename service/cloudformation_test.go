@@ -428,7 +428,7 @@ func tableFacts(t *testing.T, db *dynamodb.Client, name string) []string {
 // policy leaves out, and why: a new call must be granted or listed here.
 var notServed = map[string]string{
 	"dynamodb.CreateTable":                            "provisioning",
-	"dynamodb.UpdateTable":                            "provisioning (a stream on an existing table)",
+	"dynamodb.UpdateTable":                            "provisioning (a stream on an existing table; switching a table's billing mode)",
 	"dynamodb.DescribeTimeToLive":                     "provisioning",
 	"dynamodb.UpdateTimeToLive":                       "provisioning",
 	"dynamodb.DeleteTable":                            "deprovisioning",

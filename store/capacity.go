@@ -30,7 +30,8 @@ type Capacity struct {
 
 // Auto-scaling of provisioned tables: every table and global index, reads
 // and writes alike, is kept at ScaleUtilization percent of its units,
-// between its figure and ScaleMaxFactor times it.
+// between its figure and ScaleMaxFactor times it, within a table's
+// default quota (maxUnits).
 const (
 	ScaleUtilization = 70.0
 	ScaleMaxFactor   = 10
@@ -117,9 +118,9 @@ func ScalingTargets(prefix string, c Capacity) []ScalingTarget {
 	add := func(t Table, resource string, units Throughput, read, write aastypes.ScalableDimension) {
 		out = append(out,
 			ScalingTarget{Table: t.Name, ResourceID: resource, Dimension: read, Metric: aastypes.MetricTypeDynamoDBReadCapacityUtilization,
-				Min: int32(units.Read), Max: int32(units.Read * ScaleMaxFactor)},
+				Min: int32(units.Read), Max: int32(min(units.Read*ScaleMaxFactor, maxUnits))},
 			ScalingTarget{Table: t.Name, ResourceID: resource, Dimension: write, Metric: aastypes.MetricTypeDynamoDBWriteCapacityUtilization,
-				Min: int32(units.Write), Max: int32(units.Write * ScaleMaxFactor)})
+				Min: int32(units.Write), Max: int32(min(units.Write*ScaleMaxFactor, maxUnits))})
 	}
 	for _, t := range Tables {
 		resource := "table/" + TableName(prefix, t)

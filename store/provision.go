@@ -47,7 +47,7 @@ func switchBilling(ctx context.Context, db *dynamodb.Client, scaling *applicatio
 	name := TableName(prefix, t)
 	desc, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
 	if err != nil {
-		return err
+		return fmt.Errorf("describe: %w", err)
 	}
 	if onDemand(desc.Table) != c.Provisioned {
 		return nil
@@ -72,10 +72,13 @@ func switchBilling(ctx context.Context, db *dynamodb.Client, scaling *applicatio
 		}
 	}
 	if _, err := db.UpdateTable(ctx, in); err != nil {
-		return err
+		return fmt.Errorf("update billing mode: %w", err)
 	}
 	waiter := dynamodb.NewTableExistsWaiter(db, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 200 * time.Millisecond })
-	return waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 2*time.Minute)
+	if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 2*time.Minute); err != nil {
+		return fmt.Errorf("wait for the billing mode switch: %w", err)
+	}
+	return nil
 }
 
 // onDemand says d is billed on demand: such a table says so, while a
@@ -224,15 +227,20 @@ func createTableInput(name string, t Table, c Capacity) *dynamodb.CreateTableInp
 // after an interrupted Provision, finishes the job.
 func Deprovision(ctx context.Context, db *dynamodb.Client, scaling *applicationautoscaling.Client, prefix string) error {
 	provisioned := map[string]bool{}
+	var errs []error
+	var deleted []string
 	for _, t := range Tables {
 		desc, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(TableName(prefix, t))})
 		var missing *types.ResourceNotFoundException
 		switch {
 		case errors.As(err, &missing):
 		case err != nil:
-			return fmt.Errorf("describe table %s: %w", TableName(prefix, t), err)
+			// Kept, with its scaling, for a second deprovision; the
+			// others go on.
+			errs = append(errs, fmt.Errorf("describe table %s: %w", TableName(prefix, t), err))
 		default:
 			provisioned[t.Name] = !onDemand(desc.Table)
+			deleted = append(deleted, TableName(prefix, t))
 		}
 	}
 	var scaled []ScalingTarget
@@ -241,10 +249,12 @@ func Deprovision(ctx context.Context, db *dynamodb.Client, scaling *applicationa
 			scaled = append(scaled, target)
 		}
 	}
+	// A table whose scaling could not be removed is kept, so a second
+	// deprovision finds it provisioned and finishes the job.
 	if err := removeScaling(ctx, scaling, scaled); err != nil {
-		return fmt.Errorf("remove auto-scaling: %w", err)
+		return errors.Join(append(errs, fmt.Errorf("remove auto-scaling: %w", err))...)
 	}
-	return deleteTables(ctx, db, TableNames(prefix)...)
+	return errors.Join(append(errs, deleteTables(ctx, db, deleted...))...)
 }
 
 // removeScaling deletes the policies and scalable targets of targets that

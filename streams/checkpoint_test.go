@@ -172,7 +172,9 @@ func TestSubscriber_crash_rereads_the_uncheckpointed_window(t *testing.T) {
 	cutOff := &flakyLeases{LeaseStore: counted}
 
 	cfgA := fastConfig(f.client("a"), cutOff, "a")
-	cfgA.LeaseDuration, cfgA.RenewInterval = time.Second, 500*time.Millisecond
+	// No renewal (which would carry pending acks) before the crash: the
+	// first comes after 2 s, long after the 12 acks.
+	cfgA.LeaseDuration, cfgA.RenewInterval = 4*time.Second, 2*time.Second
 	cfgA.CheckpointEvery, cfgA.CheckpointInterval = 5, time.Hour
 	a := newSubscriber(t, cfgA, nil)
 	var ackedA atomic.Int32

@@ -150,11 +150,11 @@ func metered(ctx context.Context, name string, args []string, work func(context.
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
-			return err
+			return fmt.Errorf("cpu profile: %w", err)
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
+			return fmt.Errorf("cpu profile %s: %w", *cpuProfile, err)
 		}
 		defer pprof.StopCPUProfile()
 	}
