@@ -54,14 +54,13 @@ func (m *Meter) record(c awscall.Call) {
 	defer m.mu.Unlock()
 	m.requests[c.Service+"."+c.Operation]++
 	kind := "read "
-	switch {
-	case c.Write && c.Operation == "TransactWriteItems":
-		m.write += units
-		kind = TransactWrite + " "
-	case c.Write:
+	if c.Write {
 		m.write += units
 		kind = "write "
-	default:
+		if c.Operation == "TransactWriteItems" {
+			kind = TransactWrite + " "
+		}
+	} else {
 		m.read += units
 	}
 	for _, sh := range c.Shares() {
