@@ -80,6 +80,20 @@ func TestProvision_provisioned_capacity(t *testing.T) {
 	assert.Equal(t, targets, tmplTargets, "scalable targets: registered (-) vs template (+)")
 	assert.Equal(t, policies, tmplPolicies, "scaling policies: registered (-) vs template (+)")
 
+	// A changed figure on a provisioned table moves its auto-scaling's
+	// bounds, not its current units (auto-scaling owns those).
+	svc.Config.TableCapacity = "Tasks=80/60"
+	require.NoError(t, svc.Provision(ctx), "a provision with a changed figure")
+	assert.Equal(t, units, provisionedUnits(t, svc.DynamoDB, prefix), "units after a changed figure")
+	changed, _ := autoScaling(t, svc, prefix)
+	for _, k := range []string{"Tasks Read", "Tasks/state-queue Read"} {
+		assert.Equal(t, "80-800", changed[k], k)
+	}
+	for _, k := range []string{"Tasks Write", "Tasks/agent-tasks Write"} {
+		assert.Equal(t, "60-600", changed[k], k)
+	}
+	assert.Equal(t, targets["Logs Read"], changed["Logs Read"], "another table's bounds")
+
 	// Deleting a table leaves its auto-scaling registered: deprovision
 	// removes it.
 	require.NoError(t, svc.Deprovision(ctx))
