@@ -28,14 +28,15 @@ type worker struct {
 	logger  watermill.LoggerAdapter
 
 	// mu serialises lease writes (renewals and checkpoints), each
-	// conditioned on the version the previous one returned, and guards
-	// the acks not yet checkpointed.
+	// conditioned on the version the previous one returned.
 	mu        sync.Mutex
 	lease     Lease
 	lastWrite time.Time
-	// pendingSeq is the last acked record not yet checkpointed, "" when
-	// every ack is on record; pending counts those acks, pendingSince is
-	// when the first of them came.
+	// pendingMu guards the acks not yet checkpointed, apart from mu, so
+	// an ack never waits for a lease write under way. pendingSeq is the
+	// last of them, pending counts them, pendingSince is when the first
+	// came.
+	pendingMu    sync.Mutex
 	pendingSeq   string
 	pending      int
 	pendingSince time.Time
@@ -168,11 +169,11 @@ func (w *worker) renew(exit <-chan struct{}) {
 		if d := time.Until(time.Unix(0, w.validUntil.Load())); d < wait {
 			wait = max(d, 0)
 		}
-		w.mu.Lock()
+		w.pendingMu.Lock()
 		if w.pending > 0 && !failed {
 			wait = max(min(wait, time.Until(w.pendingSince.Add(w.cfg.CheckpointInterval))), 0)
 		}
-		w.mu.Unlock()
+		w.pendingMu.Unlock()
 		timer.Reset(wait)
 		select {
 		case <-exit:
@@ -191,8 +192,10 @@ func (w *worker) renew(exit <-chan struct{}) {
 		}
 		w.mu.Lock()
 		recent := time.Since(w.lastWrite) < w.cfg.RenewInterval/2
-		due := w.pending > 0 && time.Since(w.pendingSince) >= w.cfg.CheckpointInterval
 		w.mu.Unlock()
+		w.pendingMu.Lock()
+		due := w.pending > 0 && time.Since(w.pendingSince) >= w.cfg.CheckpointInterval
+		w.pendingMu.Unlock()
 		if recent && !due {
 			continue
 		}
@@ -212,8 +215,8 @@ func (w *worker) renew(exit <-chan struct{}) {
 // CheckpointEvery acks since the last checkpoint.
 func (w *worker) acked(seq string) (full bool) {
 	w.lastSeq = seq
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.pendingMu.Lock()
+	defer w.pendingMu.Unlock()
 	if w.pending == 0 {
 		w.pendingSince = time.Now()
 		select {
@@ -228,9 +231,9 @@ func (w *worker) acked(seq string) (full bool) {
 
 // flush checkpoints the pending acks, if any.
 func (w *worker) flush() {
-	w.mu.Lock()
+	w.pendingMu.Lock()
 	pending := w.pending > 0
-	w.mu.Unlock()
+	w.pendingMu.Unlock()
 	if pending {
 		w.checkpoint(false)
 	}
@@ -239,7 +242,8 @@ func (w *worker) flush() {
 // write runs one conditional lease write with the lease as last written,
 // and keeps what it returns: the ShardEnd checkpoint if end, else the
 // checkpoint of the pending acks if any, else a renewal. Every write
-// extends the lease. ErrLeaseLost marks the lease lost.
+// extends the lease. Acks that come while it is under way stay pending.
+// ErrLeaseLost marks the lease lost.
 func (w *worker) write(end bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -247,6 +251,9 @@ func (w *worker) write(end bool) error {
 		return ErrLeaseLost
 	}
 	start := time.Now()
+	w.pendingMu.Lock()
+	seq, written := w.pendingSeq, w.pending
+	w.pendingMu.Unlock()
 	expires := start.Add(w.cfg.LeaseDuration)
 	// Not w.ctx: a checkpoint must not be cut short by a stop request.
 	ctx, cancel := context.WithTimeout(context.Background(), w.st.writeTimeout())
@@ -258,8 +265,8 @@ func (w *worker) write(end bool) error {
 	switch {
 	case end:
 		l, err = w.cfg.Leases.Checkpoint(ctx, w.lease, ShardEnd, expires)
-	case w.pending > 0:
-		l, err = w.cfg.Leases.Checkpoint(ctx, w.lease, w.pendingSeq, expires)
+	case written > 0:
+		l, err = w.cfg.Leases.Checkpoint(ctx, w.lease, seq, expires)
 	default:
 		l, err = w.cfg.Leases.Renew(ctx, w.lease, expires)
 	}
@@ -273,7 +280,17 @@ func (w *worker) write(end bool) error {
 	w.lease = l
 	w.lastWrite = start
 	w.validUntil.Store(w.trustUntil(expires).UnixNano())
-	w.pendingSeq, w.pending = "", 0
+	w.pendingMu.Lock()
+	defer w.pendingMu.Unlock()
+	switch {
+	case end || w.pending == written:
+		w.pendingSeq, w.pending = "", 0
+	default:
+		// The acks that came during the write: the first of them came
+		// after it started.
+		w.pending -= written
+		w.pendingSince = start
+	}
 	return nil
 }
 
