@@ -242,6 +242,11 @@ type queue struct {
 	sendMu sync.RWMutex
 
 	slots chan struct{}
+	// gathering lets one receive loop at a time gather its slots, so two
+	// loops do not split the slots freed meanwhile into two small
+	// receives; receiving counts the receives under way.
+	gathering sync.Mutex
+	receiving atomic.Int32
 	// loops counts the receive loops.
 	loops sync.WaitGroup
 	// inFlight counts messages handed out and not yet settled with SQS.
@@ -269,9 +274,20 @@ type pendingDelete struct {
 // unanswered for longer is an idle long poll, cancelled at once.
 const receiveGrace = 2 * time.Second
 
+// receiveLinger bounds how long a receive loop waits for a full batch of
+// free slots (ten, or Concurrency when that is less) while its receive
+// would not leave the handlers idle: another loop's receive is under way,
+// or more than half the handlers are busy. A busy queue then receives
+// about ten messages a request rather than one per freed slot (SQS bills
+// by request); a queue with little in flight receives at once.
+const receiveLinger = 250 * time.Millisecond
+
 // deleteLinger is how long an acked message waits for others to share its
-// DeleteMessageBatch while other messages still await their verdict.
-const deleteLinger = 5 * time.Millisecond
+// DeleteMessageBatch, unless the subscription stops. A delete held back
+// delays nothing a user sees (the command's events are out already); it
+// only widens the window in which a crash leaves the message to be
+// redelivered and replayed.
+const deleteLinger = 500 * time.Millisecond
 
 func newQueue(s *Subscriber, url string, ctx context.Context) *queue {
 	q := &queue{
@@ -305,11 +321,15 @@ func (q *queue) close() {
 // subscription stops: from then on it sends no receive.
 func (q *queue) receive() {
 	for {
-		n := q.acquire(10)
+		q.gathering.Lock()
+		n := q.acquire(min(10, q.sub.config.Concurrency))
+		q.gathering.Unlock()
 		if n == 0 {
 			return
 		}
+		q.receiving.Add(1)
 		msgs, err := q.receiveMessages(n)
+		q.receiving.Add(-1)
 		if err != nil {
 			q.release(n)
 			if q.stopped() {
@@ -415,7 +435,8 @@ func (q *queue) offer(m types.Message) bool {
 func (q *queue) stopped() bool { return q.stopping.Err() != nil }
 
 // acquire takes up to max free slots, waiting for at least one; none once
-// the subscription stops.
+// the subscription stops. Short of max, it waits up to receiveLinger for
+// more while the handlers have work coming (see receiveLinger).
 func (q *queue) acquire(max int) int {
 	select {
 	case q.slots <- struct{}{}:
@@ -428,12 +449,33 @@ func (q *queue) acquire(max int) int {
 		return 0
 	}
 	n := 1
+	var linger <-chan time.Time
 	for n < max {
 		select {
 		case q.slots <- struct{}{}:
 			n++
+			continue
 		default:
+		}
+		if q.receiving.Load() == 0 && int(q.awaiting.Load()) <= q.sub.config.Concurrency/2 {
 			return n
+		}
+		if linger == nil {
+			t := time.NewTimer(receiveLinger)
+			defer t.Stop()
+			linger = t.C
+		}
+		// A verdict lowers awaiting just before it frees its slot, and a
+		// receive that returns hands out or frees its slots, so a freed
+		// slot is the moment to look again.
+		select {
+		case q.slots <- struct{}{}:
+			n++
+		case <-linger:
+			return n
+		case <-q.stopping.Done():
+			q.release(n)
+			return 0
 		}
 	}
 	return n
@@ -511,16 +553,17 @@ func (q *queue) deleteBatches() {
 }
 
 // collect adds acked messages to first's batch until it is full, or until
-// it takes the partial token once deleteLinger has passed or no other
-// message awaits its verdict (so a lone command is never held back).
+// it takes the partial token once deleteLinger has passed or the
+// subscription stops (a drain or close waits for no linger).
 func (q *queue) collect(first pendingDelete, partial chan<- struct{}) (batch []pendingDelete, isPartial bool) {
 	batch = []pendingDelete{first}
 	linger := time.NewTimer(deleteLinger)
 	defer linger.Stop()
-	lingered := false
+	stopping := q.stopping.Done()
+	lingered := q.stopped()
 	for len(batch) < 10 {
 		var ready chan<- struct{}
-		if lingered || q.awaiting.Load() == 0 {
+		if lingered {
 			ready = partial
 		}
 		select {
@@ -528,6 +571,8 @@ func (q *queue) collect(first pendingDelete, partial chan<- struct{}) (batch []p
 			batch = append(batch, p)
 		case <-linger.C:
 			lingered = true
+		case <-stopping:
+			lingered, stopping = true, nil
 		case ready <- struct{}{}:
 			return batch, true
 		}

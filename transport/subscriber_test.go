@@ -3,9 +3,11 @@ package transport_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -530,4 +532,57 @@ func deadLetterRouter(t *testing.T, tp trace.TracerProvider) (client *sqs.Client
 		require.NoError(t, router.Shutdown(r, 5*time.Second, sub))
 		require.NoError(t, <-ran)
 	}
+}
+
+// countedRequests counts SQS requests by action.
+type countedRequests struct {
+	next  sqs.HTTPClient
+	mu    sync.Mutex
+	count map[string]int
+}
+
+func (c *countedRequests) Do(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.count[strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.")]++
+	c.mu.Unlock()
+	return c.next.Do(r)
+}
+
+func (c *countedRequests) of(action string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.count[action]
+}
+
+// A busy queue is received and deleted in batches close to ten: with a
+// backlog and sixteen handlers, receives and deletes together stay under
+// 0.3 requests per message (one per freed slot and per ack would be 2).
+func TestSubscriber_busy_queue_batches_receives_and_deletes(t *testing.T) {
+	const backlog, concurrency = 300, 16
+	counter := &countedRequests{next: awshttp.NewBuildableClient(), count: map[string]int{}}
+	client, name, url := motoQueue(t, counter)
+	sendMessages(t, client, url, "backlog", backlog)
+	sub := transport.NewSubscriber(client, transport.SubscriberConfig{Concurrency: concurrency}, watermill.NopLogger{})
+	out, err := sub.Subscribe(context.Background(), name)
+	require.NoError(t, err)
+	receivesBefore := counter.of("ReceiveMessage")
+	seen := map[string]bool{}
+	for len(seen) < backlog {
+		select {
+		case m := <-out:
+			seen[string(m.Payload)] = true
+			// A handler's work: a store write or two.
+			time.AfterFunc(time.Duration(10+rand.IntN(30))*time.Millisecond, func() { m.Ack() })
+		case <-time.After(10 * time.Second):
+			t.Fatalf("got %d messages of %d", len(seen), backlog)
+		}
+	}
+	require.NoError(t, sub.Drain(context.Background()))
+	require.NoError(t, sub.Close())
+	visible, invisible := queueDepth(t, client, url)
+	assert.Zero(t, visible+invisible, "every message deleted")
+	receives := counter.of("ReceiveMessage") - receivesBefore
+	deletes := counter.of("DeleteMessageBatch") + counter.of("DeleteMessage")
+	t.Logf("%d messages: %d receives, %d deletes", backlog, receives, deletes)
+	assert.LessOrEqual(t, float64(receives+deletes)/backlog, 0.3)
 }
