@@ -9,7 +9,7 @@ export AWS_REGION            ?= us-east-1
 export AWS_ACCESS_KEY_ID     ?= test
 export AWS_SECRET_ACCESS_KEY ?= test
 
-.PHONY: all build run test lint moto cfn-lint bench docs clean schemas
+.PHONY: all build run test lint moto cfn-lint bench capacity docs clean schemas
 
 all: build
 
@@ -60,6 +60,13 @@ bench: moto
 	$(GO) build -o bin/transit-bench ./cmd/transit-bench
 	$(GO) test -run '^$$' -bench . -benchmem ./messages ./router
 	bin/transit-bench bench $(BENCH_FLAGS)
+
+# docs/capacity.md, the capacity model, from the last `make bench` report
+# (bench/out/report.json): what the measured mix needs at 100 to 10,000
+# commands/s, and how its prediction compares with the bench's own run.
+capacity:
+	$(GO) build -o bin/transit-bench ./cmd/transit-bench
+	bin/transit-bench model --report bench/out/report.json --out docs/capacity.md
 
 # The JSON Schema catalogue for producers, regenerated from the Go types
 # (messages/schema.go); a test fails while it is out of date.

@@ -11,7 +11,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,6 +35,7 @@ import (
 
 var subcommands = map[string]func(ctx context.Context, args []string) error{
 	"bench": runBench,
+	"model": runModel,
 	// The workers `bench` starts: the processes under measurement.
 	"bench-serve":    runBenchServe,
 	"bench-baseline": runBenchBaseline,
@@ -40,7 +43,7 @@ var subcommands = map[string]func(ctx context.Context, args []string) error{
 
 func main() {
 	if len(os.Args) < 2 || subcommands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: transit-bench bench [--moto-only] [--commands N] [--concurrency L] [--rounds N] [--timers N] [--tasks N] [--agents N] [--sqs-idle D] [--scale-replicas N] [--instrumentation-rounds N] [--out DIR]   (-h for all flags)")
+		fmt.Fprintln(os.Stderr, "usage: transit-bench model [--report FILE] [--out FILE]\n       transit-bench bench [--moto-only] [--commands N] [--concurrency L] [--rounds N] [--timers N] [--tasks N] [--agents N] [--sqs-idle D] [--scale-replicas N] [--instrumentation-rounds N] [--out DIR]   (-h for all flags)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -111,6 +114,33 @@ func runBench(ctx context.Context, args []string) error {
 	o.Executable = exe
 	_, err = bench.Run(ctx, o, os.Stdout)
 	return err
+}
+
+// runModel writes the capacity model built from a bench report.
+func runModel(_ context.Context, args []string) error {
+	fs := flag.NewFlagSet("transit-bench model", flag.ContinueOnError)
+	report := fs.String("report", "bench/out/report.json", "the report of a `transit-bench bench` run to build the model from")
+	outPath := fs.String("out", "docs/capacity.md", "where the model goes (- for standard output)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	b, err := os.ReadFile(*report)
+	if err != nil {
+		return fmt.Errorf("--report: %w", err)
+	}
+	var r bench.Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("--report %s: %w", *report, err)
+	}
+	var doc bytes.Buffer
+	if err := bench.WriteCapacityModel(&doc, r); err != nil {
+		return fmt.Errorf("--report %s: %w", *report, err)
+	}
+	if *outPath == "-" {
+		_, err = os.Stdout.Write(doc.Bytes())
+		return err
+	}
+	return os.WriteFile(*outPath, doc.Bytes(), 0o644)
 }
 
 // runBenchServe is `transit serve` under measurement: the same service
