@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -91,5 +93,76 @@ func measureFloor(ctx context.Context, prefix string) (perCommand, error) {
 	d := meter.Report().Minus(before)
 	p := costPerCommand(d, 2, 1)
 	p.Requests = minimumRequests
+	return p, nil
+}
+
+// timerFloorTimers is how many timers the timer floor fires, so one
+// query per shard is shared as a poll's is.
+const timerFloorTimers = 80
+
+// minimumTimerRequests is the fewest AWS requests a firing needs besides
+// the DynamoDB ones measured: transit's queue hop batched by ten (send, receive, delete)
+// and its timer.fired event.
+var minimumTimerRequests = map[string]float64{
+	"SQS.SendMessageBatch":   0.1,
+	"SQS.ReceiveMessage":     0.1,
+	"SQS.DeleteMessageBatch": 0.1,
+	"SNS.Publish":            1,
+}
+
+// measureTimerFloor measures a firing's DynamoDB units in the timer
+// table's own access pattern: every shard's due timers read from
+// ExecuteAtIndex, and each fired timer deleted under a condition on its
+// uuid (a plain write, no outcome record), over timerFloorTimers timers.
+func measureTimerFloor(ctx context.Context, prefix, callback string) (perCommand, error) {
+	cfg, err := defaultConfig(prefix)
+	if err != nil {
+		return perCommand{}, err
+	}
+	cfg.TimerShards = timerShards
+	meter := metering.New(prefix)
+	svc, err := service.New(ctx, cfg, meter.Attach)
+	if err != nil {
+		return perCommand{}, err
+	}
+	if err := svc.Provision(ctx); err != nil {
+		return perCommand{}, err
+	}
+	due := make([]time.Time, timerFloorTimers)
+	for i := range due {
+		due[i] = time.Now().Add(-time.Second).Truncate(time.Millisecond)
+	}
+	if _, err := seedTimers(ctx, svc, "f", callback, due); err != nil {
+		return perCommand{}, err
+	}
+	before := meter.Report()
+	table := aws.String(store.TableName(prefix, store.Timers))
+	fired := 0
+	for shard := range timerShards {
+		ts, err := svc.Store.DueTimers(ctx, shard, time.Now())
+		if err != nil {
+			return perCommand{}, err
+		}
+		for _, t := range ts {
+			expr, err := expression.NewBuilder().WithCondition(expression.Name("timer_uuid").Equal(expression.Value(t.UUID))).Build()
+			if err != nil {
+				return perCommand{}, err
+			}
+			if _, err := svc.DynamoDB.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+				TableName: table, Key: map[string]types.AttributeValue{
+					"shard_id": &types.AttributeValueMemberN{Value: strconv.Itoa(t.ShardID)}, "sort_key": &types.AttributeValueMemberS{Value: t.SortKey},
+				},
+				ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+			}); err != nil {
+				return perCommand{}, fmt.Errorf("floor: delete timer %s: %w", t.ID, err)
+			}
+			fired++
+		}
+	}
+	if fired != timerFloorTimers {
+		return perCommand{}, fmt.Errorf("floor: %d of %d timers due", fired, timerFloorTimers)
+	}
+	p := costPerCommand(meter.Report().Minus(before), fired, 1)
+	maps.Copy(p.Requests, minimumTimerRequests)
 	return p, nil
 }

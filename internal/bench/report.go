@@ -105,25 +105,8 @@ func (r Report) Write(out io.Writer) {
 		t, b := r.pair(c)
 		tp, bp := costPerCommand(t.Cost, t.Commands, r.TransactUnitsScale), costPerCommand(b.Cost, b.Commands, r.TransactUnitsScale)
 		fmt.Fprintf(out, "\nCost on AWS per command at concurrency %d (minimum: the domain's access pattern alone, batched SQS)\n", c)
-		fmt.Fprintln(w, "request\ttransit\tbaseline\tminimum\t")
-		for _, op := range keys(tp.Requests, bp.Requests, r.Floor.Requests) {
-			fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.2f\t\n", op, tp.Requests[op], bp.Requests[op], r.Floor.Requests[op])
-		}
-		for _, svc := range []string{"SQS", "SNS", "DynamoDB"} {
-			fmt.Fprintf(w, "all %s\t%.2f\t%.2f\t%.2f\t\n", svc, tp.byService()[svc], bp.byService()[svc], r.Floor.byService()[svc])
-		}
-		fmt.Fprintf(w, "DynamoDB read units\t%.2f\t%.2f\t%.2f\t\n", tp.ReadUnits, bp.ReadUnits, r.Floor.ReadUnits)
-		fmt.Fprintf(w, "DynamoDB write units\t%.2f\t%.2f\t%.2f\t\n", tp.WriteUnits, bp.WriteUnits, r.Floor.WriteUnits)
-		for _, u := range keys(tp.Units, bp.Units, r.Floor.Units) {
-			fmt.Fprintf(w, "  %s\t%.2f\t%.2f\t%.2f\t\n", u, tp.Units[u], bp.Units[u], r.Floor.Units[u])
-		}
-		fmt.Fprintf(w, "USD per million commands\t%.2f\t%.2f\t%.2f\t\n", tp.billPerMillion(), bp.billPerMillion(), r.Floor.billPerMillion())
-		w.Flush()
-		fmt.Fprintf(out, "(on-demand list prices: SQS $%.2f/M requests, SNS $%.2f/M publishes, DynamoDB $%.3f/M write units, $%.3f/M read units)\n",
-			sqsPerMillionRequests, snsPerMillionPublishes, dynamoPerMillionWriteUnits, dynamoPerMillionReadUnits)
-		if r.TransactUnitsScale != 1 {
-			fmt.Fprintf(out, "(write transactions' units × %.2f: DynamoDB Local reports 4 units per KB written in a transaction, tables and indexes alike; AWS bills 2)\n", r.TransactUnitsScale)
-		}
+		writeCosts(w, "commands", []string{"transit", "baseline", "minimum"}, tp, bp, r.Floor)
+		r.writePriceNotes(out)
 	}
 
 	ct := r.Contention
@@ -143,6 +126,11 @@ func (r Report) Write(out io.Writer) {
 		w.Flush()
 		fmt.Fprintf(out, "(the ceiling's lateness is what firing at the ceiling's rate alone would give the same due times; max lateness %s; callbacks repeated: %d)\n",
 			t.LatenessMax.Round(time.Millisecond), t.Repeats)
+		if t.Cost.Requests != nil {
+			fmt.Fprintln(out, "Cost on AWS per firing, the shards' polls and claims included (minimum: every shard's due timers read, each fired timer deleted under a condition, a batched queue hop and one event)")
+			writeCosts(w, "firings", []string{"transit", "minimum"}, costPerCommand(t.Cost, t.Timers, r.TransactUnitsScale), t.Floor)
+			r.writePriceNotes(out)
+		}
 	}
 
 	if r.SQS != nil {
@@ -156,6 +144,46 @@ func (r Report) Write(out io.Writer) {
 	}
 	if r.Tasks != nil {
 		r.Tasks.write(out, w, r.TransactUnitsScale)
+	}
+}
+
+// writeCosts prints costs per command side by side, one column each:
+// requests, units by table and index, and the bill per million of what.
+func writeCosts(w *tabwriter.Writer, what string, columns []string, ps ...perCommand) {
+	row := func(label string, v func(perCommand) float64) {
+		fmt.Fprintf(w, "%s\t", label)
+		for _, p := range ps {
+			fmt.Fprintf(w, "%.2f\t", v(p))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "request\t%s\t\n", strings.Join(columns, "\t"))
+	requests, units := make([]map[string]float64, len(ps)), make([]map[string]float64, len(ps))
+	for i, p := range ps {
+		requests[i], units[i] = p.Requests, p.Units
+	}
+	for _, op := range keys(requests...) {
+		row(op, func(p perCommand) float64 { return p.Requests[op] })
+	}
+	for _, svc := range []string{"SQS", "SNS", "DynamoDB"} {
+		row("all "+svc, func(p perCommand) float64 { return p.byService()[svc] })
+	}
+	row("DynamoDB read units", func(p perCommand) float64 { return p.ReadUnits })
+	row("DynamoDB write units", func(p perCommand) float64 { return p.WriteUnits })
+	for _, u := range keys(units...) {
+		row("  "+u, func(p perCommand) float64 { return p.Units[u] })
+	}
+	row("USD per million "+what, perCommand.billPerMillion)
+	w.Flush()
+}
+
+// writePriceNotes says which prices the bills use, and how transaction
+// units were counted.
+func (r Report) writePriceNotes(out io.Writer) {
+	fmt.Fprintf(out, "(on-demand list prices: SQS $%.2f/M requests, SNS $%.2f/M publishes, DynamoDB $%.3f/M write units, $%.3f/M read units)\n",
+		sqsPerMillionRequests, snsPerMillionPublishes, dynamoPerMillionWriteUnits, dynamoPerMillionReadUnits)
+	if r.TransactUnitsScale != 1 {
+		fmt.Fprintf(out, "(write transactions' units × %.2f: DynamoDB Local reports 4 units per KB written in a transaction, tables and indexes alike; AWS bills 2)\n", r.TransactUnitsScale)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"transit/handlers"
+	"transit/internal/metering"
 	"transit/messages"
 	"transit/service"
 	"transit/store"
@@ -52,6 +53,12 @@ type TimerResult struct {
 	// implies for the same due times: a queue served at that rate.
 	CeilingP50 time.Duration `json:"ceiling_lateness_p50_ns"`
 	CeilingP99 time.Duration `json:"ceiling_lateness_p99_ns"`
+	// Cost is the worker's from just before the first timer fell due to
+	// a second after the last callback: the shards' polls and claims
+	// included.
+	Cost metering.Report `json:"cost"`
+	// Floor is a firing's cost with nothing added (measureTimerFloor).
+	Floor perCommand `json:"floor"`
 }
 
 // receiver is the callback endpoint: it records each timer's first call.
@@ -145,10 +152,22 @@ func runTimers(ctx context.Context, o Options, n int, spread time.Duration, conc
 	if time.Now().After(base) {
 		return res, fmt.Errorf("seeding %d timers outlasted its %s head start", n, seedTime(n))
 	}
+	before, err := w.mark()
+	if err != nil {
+		return res, err
+	}
 	if err := rcv.wait(ctx, spread+10*time.Minute); err != nil {
 		return res, err
 	}
 	time.Sleep(time.Second) // a repeated call would show by now
+	after, err := w.mark()
+	if err != nil {
+		return res, err
+	}
+	res.Cost = after.Minus(before)
+	if res.Floor, err = measureTimerFloor(ctx, "bft-"+uuid.NewString()[:6], rcv.url); err != nil {
+		return res, fmt.Errorf("floor: %w", err)
+	}
 	rcv.mu.Lock()
 	late := make([]time.Duration, n)
 	last := base
