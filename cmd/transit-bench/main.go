@@ -43,7 +43,7 @@ var subcommands = map[string]func(ctx context.Context, args []string) error{
 
 func main() {
 	if len(os.Args) < 2 || subcommands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: transit-bench model [--report FILE] [--out FILE]\n       transit-bench bench [--moto-only] [--commands N] [--concurrency L] [--rounds N] [--timers N] [--tasks N] [--agents N] [--sqs-idle D] [--scale-replicas N] [--instrumentation-rounds N] [--out DIR]   (-h for all flags)")
+		fmt.Fprintln(os.Stderr, "usage: transit-bench model [--report FILE] [--out FILE]\n       transit-bench bench [--moto-only] [--commands N] [--concurrency L] [--rounds N] [--timers N] [--tasks N] [--agents N] [--layer-versions N] [--sqs-idle D] [--scale-replicas N] [--instrumentation-rounds N] [--out DIR]   (-h for all flags)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -68,6 +68,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.DurationVar(&o.TimerSpread, "timer-spread", 3*time.Second, "the timer case's timers fall due within this")
 	fs.IntVar(&o.Tasks, "tasks", 300, "tasks leased in the task case (0 skips it)")
 	fs.IntVar(&o.Agents, "agents", 20, "agents leasing tasks in the task case, each a closed loop")
+	fs.IntVar(&o.LayerVersions, "layer-versions", 10, "versions each package publishes in the layer case, one package per consumer slot (0 skips it)")
 	fs.DurationVar(&o.SQSIdle, "sqs-idle", 40*time.Second, "the SQS case leaves each worker idle this long after it drained --commands queued before it started (0 skips the case); a multiple of the 20s long poll counts each poll a whole number of times")
 	fs.IntVar(&o.ScaleReplicas, "scale-replicas", 3, "the scale-out case runs 1 up to this many transit serve replicas on one stack, --commands each, then times timer shards and stream leases moving when a second replica joins and when one is killed (0 skips it)")
 	fs.DurationVar(&o.ScrapeInterval, "scrape-interval", 15*time.Second, "how often the instrumentation case reads /metrics (Prometheus's usual interval)")
@@ -81,6 +82,9 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	if o.Timers < 0 || o.TimerSpread <= 0 {
 		return fmt.Errorf("--timers %d / --timer-spread %s: want 0 or more timers within a positive spread", o.Timers, o.TimerSpread)
+	}
+	if o.LayerVersions < 0 {
+		return fmt.Errorf("--layer-versions: %d, want 0 or more", o.LayerVersions)
 	}
 	if o.SQSIdle < 0 {
 		return fmt.Errorf("--sqs-idle: %s, want 0 or more", o.SQSIdle)

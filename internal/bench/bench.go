@@ -32,6 +32,9 @@ type Options struct {
 	TimerSpread time.Duration
 	// Tasks leased by Agents agents in the task case; 0 skips it.
 	Tasks, Agents int
+	// LayerVersions is how many versions each package publishes in the
+	// layer case; 0 skips it.
+	LayerVersions int
 	// SQSIdle is how long the SQS case leaves the worker idle, after it
 	// drained Commands queued before it started; 0 skips the case.
 	SQSIdle time.Duration
@@ -68,6 +71,7 @@ type Report struct {
 	Contention         ContentionResult `json:"contention"`
 	Timers             *TimerResult     `json:"timers,omitempty"`
 	Tasks              *TaskCase        `json:"tasks,omitempty"`
+	Layers             *LayerCase       `json:"layers,omitempty"`
 	SQS                *SQSCase         `json:"sqs,omitempty"`
 	Scale              *ScaleCase       `json:"scale,omitempty"`
 	// Instrumentation is what metrics and tracing cost.
@@ -124,6 +128,15 @@ func Run(ctx context.Context, o Options, out io.Writer) (Report, error) {
 			return rep, fmt.Errorf("tasks: %w", err)
 		}
 		rep.Tasks = &t
+	}
+	if o.LayerVersions > 0 {
+		c := o.Concurrencies[len(o.Concurrencies)-1]
+		fmt.Fprintf(out, "layers: %d packages publishing %d versions each, concurrency %d...\n", c, o.LayerVersions, c)
+		lc, err := runLayers(ctx, o, c, o.LayerVersions)
+		if err != nil {
+			return rep, fmt.Errorf("layers: %w", err)
+		}
+		rep.Layers = &lc
 	}
 	if o.SQSIdle > 0 {
 		c := o.Concurrencies[len(o.Concurrencies)-1]

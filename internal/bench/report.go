@@ -133,6 +133,9 @@ func (r Report) Write(out io.Writer) {
 		}
 	}
 
+	if r.Layers != nil {
+		r.Layers.write(out, w, r)
+	}
 	if r.SQS != nil {
 		r.SQS.write(out, w)
 	}
