@@ -3,11 +3,13 @@ package bench
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
 	"time"
 
+	"transit/internal/metering"
 	"transit/store"
 )
 
@@ -257,8 +259,20 @@ func WriteCapacityModel(out io.Writer, r Report) error {
 		p(", and on a busy queue %.2f SQS requests (the bench's backlog case)", sumValues(m.sqs))
 	}
 	p(".\n\n")
-	p("**Assumptions.** Prices are on-demand list prices in us-east-1, without the free tier. Provisioned capacity is billed at %.0f %% utilisation, the target transit's auto-scaling keeps. A partition serves %d write and %d read units a second; the busiest key of an index keyed by few values takes the share named below. A replica has %d cores used up to %.0f %%, and there are never fewer than %d. CPU per command was measured on emulators without TLS; on AWS count more.\n\n",
-		targetUtilisation*100, partitionWriteUnits, partitionReadUnits, replicaCores, targetUtilisation*100, minReplicas)
+	var shares []string
+	for _, name := range slices.Sorted(maps.Keys(hotKeyShare)) {
+		shares = append(shares, fmt.Sprintf("%s's busiest key takes %.0f %% of its writes", name, 100*hotKeyShare[name]))
+	}
+	p("**Assumptions.** Prices are on-demand list prices in us-east-1, without the free tier. Provisioned capacity is billed at %.0f %% utilisation, the target transit's auto-scaling keeps. A partition serves %s write and %s read units a second, and one partition key value's writes stay on one partition (DynamoDB splits a hot key by sort key only when the writes spread over it, and these indexes' sort keys are times). %s (an allocation moves a sandbox into allocated, a release out of it; the audit's global view is spread over %d keys); every other key has as many values as there are sandboxes, tracks, commands or entities. A replica has %d cores used up to %.0f %%, and there are never fewer than %d. CPU per command was measured on emulators without TLS; on AWS count more.\n\n",
+		targetUtilisation*100, thousands(partitionWriteUnits), thousands(partitionReadUnits), strings.Join(shares, "; "), store.AuditGlobalKeys, replicaCores, targetUtilisation*100, minReplicas)
+
+	p("## Other commands, for another mix\n\nEach command type the bench drives, per command as measured (AWS-billed units, requests besides DynamoDB's, serve CPU); a mix of your own costs their weighted sum.\n\n")
+	p("| command | write units | read units | SQS requests | SNS publishes | USD per million | CPU µs |\n|---|---|---|---|---|---|---|\n")
+	for _, k := range r.measuredKinds() {
+		svc := k.cost.byService()
+		p("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f |\n", k.name, k.cost.WriteUnits, k.cost.ReadUnits, svc["SQS"], svc["SNS"], k.cost.billPerMillion(), float64(k.cpu.Microseconds()))
+	}
+	p("\n")
 
 	for _, rate := range modelRates {
 		l := m.at(rate, true)
@@ -304,7 +318,7 @@ func WriteCapacityModel(out io.Writer, r Report) error {
 		if c.within() {
 			ok = "yes"
 		}
-		p("| %s | %.1f | %.1f | %s | %s |\n", c.What, c.Predicted, c.Measured, ratio(c.Predicted, c.Measured), ok)
+		p("| %s | %.2f | %.2f | %s | %s |\n", c.What, c.Predicted, c.Measured, ratio(c.Predicted, c.Measured), ok)
 	}
 	return nil
 }
@@ -328,4 +342,35 @@ func thousands(n float64) string {
 		b.WriteRune(c)
 	}
 	return b.String()
+}
+
+// measuredKind is one command type's cost per command in a report.
+type measuredKind struct {
+	name string
+	cost perCommand
+	cpu  time.Duration
+}
+
+// measuredKinds lists every command type r has a cost for.
+func (r Report) measuredKinds() []measuredKind {
+	var kinds []measuredKind
+	add := func(name string, cost metering.Report, n int) {
+		if n > 0 && cost.Requests != nil {
+			kinds = append(kinds, measuredKind{name, costPerCommand(cost, n, r.TransactUnitsScale), cost.CPU / time.Duration(n)})
+		}
+	}
+	if cs := r.concurrencies(); len(cs) > 0 {
+		t, _ := r.pair(cs[len(cs)-1])
+		add("sandbox.allocate and sandbox.mark-deletion, on average", t.Cost, t.Commands)
+	}
+	if t := r.Timers; t != nil {
+		add("a timer's firing (timer.due)", t.Cost, t.Timers)
+	}
+	if l := r.Layers; l != nil {
+		add("layer.published", l.Cost, l.Packages*l.Versions)
+	}
+	if t := r.Tasks; t != nil {
+		add("task.lease (races lost included)", t.Transit.Cost, t.Transit.Leases)
+	}
+	return kinds
 }
