@@ -68,10 +68,14 @@ type DueFunc func(ctx context.Context, due []Due) error
 const defaultMaxOutstanding = 100
 
 // Firings due at the same moment are sent ten to a request by a few
-// senders, which take whatever is waiting rather than wait for more.
+// senders. A sender gathers for up to dueLinger after its first firing,
+// one sender at a time: a poll that frees held firings, or timers due in
+// the same millisecond, arrive a few microseconds apart, and taking only
+// what was already waiting split them into batches of one or two.
 const (
 	dueSenders   = 4
 	dueBatchSize = 10
+	dueLinger    = 5 * time.Millisecond
 )
 
 // dueRequest is one firing to send; done learns how the send went.
@@ -92,6 +96,8 @@ type Scheduler struct {
 	outstanding int // firings sent and not yet seen finish, across pollers
 	pollers     sync.WaitGroup
 	queue       chan dueRequest
+	// gathering lets one sender at a time gather a batch (gather).
+	gathering sync.Mutex
 	// balanced is when the last balance round succeeded (Unix nanoseconds).
 	balanced atomic.Int64
 }
@@ -362,21 +368,9 @@ func (s *Scheduler) enqueue(ctx context.Context, r dueRequest) bool {
 // send sends queued firings, up to ten per request, until ctx ends.
 func (s *Scheduler) send(ctx context.Context) {
 	for {
-		var batch []dueRequest
-		select {
-		case <-ctx.Done():
+		batch, ok := s.gather(ctx)
+		if !ok {
 			return
-		case r := <-s.queue:
-			batch = append(batch, r)
-		}
-	more:
-		for len(batch) < dueBatchSize {
-			select {
-			case r := <-s.queue:
-				batch = append(batch, r)
-			default:
-				break more
-			}
 		}
 		dues := make([]Due, len(batch))
 		for i, r := range batch {
@@ -390,4 +384,31 @@ func (s *Scheduler) send(ctx context.Context) {
 			r.done(err)
 		}
 	}
+}
+
+// gather takes the next batch of firings: the first to come, and those
+// that come within dueLinger of it, up to dueBatchSize. ok is false once
+// ctx ends.
+func (s *Scheduler) gather(ctx context.Context) (batch []dueRequest, ok bool) {
+	s.gathering.Lock()
+	defer s.gathering.Unlock()
+	select {
+	case <-ctx.Done():
+		return nil, false
+	case r := <-s.queue:
+		batch = append(batch, r)
+	}
+	linger := time.NewTimer(dueLinger)
+	defer linger.Stop()
+	for len(batch) < dueBatchSize {
+		select {
+		case r := <-s.queue:
+			batch = append(batch, r)
+		case <-linger.C:
+			return batch, true
+		case <-ctx.Done():
+			return batch, true
+		}
+	}
+	return batch, true
 }

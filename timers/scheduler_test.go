@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"transit/messages"
 	"transit/store"
 )
 
@@ -130,4 +131,48 @@ func TestBalance_a_claim_moved_on_is_dropped_at_once(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.balance(ctx))
 	assert.NotContains(t, s.Owned(), 0, "the next balance sees the version moved and drops the shard")
+}
+
+// Firings that come due together, as a poll that frees held firings
+// releases them (each from its own timer goroutine, microseconds apart),
+// are sent ten to a request, each once.
+func TestSend_firings_due_together_go_ten_to_a_request(t *testing.T) {
+	const firings = 35
+	var mu sync.Mutex
+	var requests []int
+	sent := map[string]int{}
+	recordSend := func(_ context.Context, due []Due) error {
+		mu.Lock()
+		defer mu.Unlock()
+		requests = append(requests, len(due))
+		for _, d := range due {
+			sent[d.Payload.TimerID]++
+		}
+		return nil
+	}
+	s := NewScheduler(Config{Shards: 1, Lease: time.Minute, PollInterval: time.Hour, OwnerID: "a"}, newShardTable(1), recordSend,
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, stop := context.WithCancel(context.Background())
+	var senders sync.WaitGroup
+	for range dueSenders {
+		senders.Go(func() { s.send(ctx) })
+	}
+	var done sync.WaitGroup
+	start := make(chan struct{})
+	for i := range firings {
+		done.Add(1)
+		go func() {
+			<-start
+			s.enqueue(ctx, dueRequest{due: Due{Payload: messages.TimerDuePayload{TimerID: fmt.Sprint(i)}}, done: func(error) { done.Done() }})
+		}()
+	}
+	close(start)
+	done.Wait()
+	stop()
+	senders.Wait()
+	assert.Len(t, sent, firings)
+	for id, n := range sent {
+		assert.Equal(t, 1, n, "firing %s sent once", id)
+	}
+	assert.LessOrEqual(t, len(requests), 5, "batches %v", requests)
 }
