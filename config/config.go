@@ -38,7 +38,7 @@ type Config struct {
 	// TRANSIT_DRAIN_TIMEOUT, --drain-timeout; default 30s.
 	DrainTimeout time.Duration
 	// VisibilityTimeout is the command queues' visibility timeout, set by
-	// provision; it must exceed CommandTimeout. TRANSIT_VISIBILITY_TIMEOUT,
+	// provision; it must exceed CommandTimeout by a second. TRANSIT_VISIBILITY_TIMEOUT,
 	// --visibility-timeout; default 60s.
 	VisibilityTimeout time.Duration
 	// MaxReceiveCount is how many deliveries a command gets before SQS
@@ -337,8 +337,10 @@ func (c *Config) Validate() error {
 	if c.DrainTimeout <= 0 {
 		bad("TRANSIT_DRAIN_TIMEOUT", "drain-timeout", "%s, want more than 0", c.DrainTimeout)
 	}
-	if c.VisibilityTimeout%time.Second != 0 || c.VisibilityTimeout <= c.CommandTimeout || c.VisibilityTimeout > 12*time.Hour {
-		bad("TRANSIT_VISIBILITY_TIMEOUT", "visibility-timeout", "%s, want whole seconds, more than the command timeout (%s) and at most 12h", c.VisibilityTimeout, c.CommandTimeout)
+	// A second over the command timeout leaves an acked message time to
+	// wait for its delete batch (transport's deleteLinger) and be deleted.
+	if c.VisibilityTimeout%time.Second != 0 || c.VisibilityTimeout < c.CommandTimeout+time.Second || c.VisibilityTimeout > 12*time.Hour {
+		bad("TRANSIT_VISIBILITY_TIMEOUT", "visibility-timeout", "%s, want whole seconds, at least a second more than the command timeout (%s) and at most 12h", c.VisibilityTimeout, c.CommandTimeout)
 	}
 	if c.MaxReceiveCount < 1 || c.MaxReceiveCount > 1000 {
 		bad("TRANSIT_MAX_RECEIVE_COUNT", "max-receive-count", "%d, want 1 to 1000", c.MaxReceiveCount)

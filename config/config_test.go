@@ -287,6 +287,7 @@ func TestValidate_names_the_broken_setting(t *testing.T) {
 		{Name: "command_timeout_zero", ModifyValidConfig: func(c *config.Config) { c.CommandTimeout = 0 }, WantEnv: "TRANSIT_COMMAND_TIMEOUT"},
 		{Name: "drain_timeout_negative", ModifyValidConfig: func(c *config.Config) { c.DrainTimeout = -time.Second }, WantEnv: "TRANSIT_DRAIN_TIMEOUT"},
 		{Name: "visibility_equal_to_command_timeout", ModifyValidConfig: func(c *config.Config) { c.VisibilityTimeout = c.CommandTimeout }, WantEnv: "TRANSIT_VISIBILITY_TIMEOUT"},
+		{Name: "visibility_within_a_second_of_command_timeout", ModifyValidConfig: func(c *config.Config) { c.CommandTimeout = c.VisibilityTimeout - 300*time.Millisecond }, WantEnv: "TRANSIT_VISIBILITY_TIMEOUT"},
 		{Name: "visibility_below_command_timeout", ModifyValidConfig: func(c *config.Config) { c.VisibilityTimeout = c.CommandTimeout - time.Second }, WantEnv: "TRANSIT_VISIBILITY_TIMEOUT"},
 		{Name: "visibility_not_whole_seconds", ModifyValidConfig: func(c *config.Config) { c.VisibilityTimeout = 90*time.Second + 500*time.Millisecond }, WantEnv: "TRANSIT_VISIBILITY_TIMEOUT"},
 		{Name: "visibility_over_12h", ModifyValidConfig: func(c *config.Config) { c.VisibilityTimeout = 12*time.Hour + time.Second }, WantEnv: "TRANSIT_VISIBILITY_TIMEOUT"},

@@ -98,14 +98,20 @@ type BuildRecord struct {
 }
 
 const (
-	layerPointerSK = "lyrVrsn0#"
+	// LayerPointerSK is the sort key of a package's pointer to its latest
+	// version in a region.
+	LayerPointerSK = "lyrVrsn0#"
 	buildPointerPK = "bldVrsn0#"
 )
 
-func layerPK(region, pkg string) string { return "lyr#" + region + "." + pkg }
-func layerSK(version int) string        { return "lyrVrsn#v" + strconv.Itoa(version) }
-func buildPK(version int) string        { return "bld#v" + strconv.Itoa(version) }
-func buildSK(pkg string) string         { return "pckg#" + pkg }
+// LayerPK is the partition of a package's versions in a region.
+func LayerPK(region, pkg string) string { return "lyr#" + region + "." + pkg }
+
+// LayerSK is a layer version's sort key.
+func LayerSK(version int) string { return "lyrVrsn#v" + strconv.Itoa(version) }
+
+func buildPK(version int) string { return "bld#v" + strconv.Itoa(version) }
+func buildSK(pkg string) string  { return "pckg#" + pkg }
 
 func key(pk, sk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
@@ -125,18 +131,18 @@ func layerEntity(region, pkg string, version int) string {
 // A version already recorded is a *Rejection (already_recorded).
 func (s *Store) PublishLayer(ctx context.Context, cmd Cmd, p messages.LayerPublishedPayload) (LayerPublication, error) {
 	now := cmd.At.Unix()
-	pk := layerPK(p.Region, p.Package)
-	v := LayerVersion{PK: pk, SK: layerSK(p.Version), Region: p.Region, Package: p.Package, Version: p.Version,
+	pk := LayerPK(p.Region, p.Package)
+	v := LayerVersion{PK: pk, SK: LayerSK(p.Version), Region: p.Region, Package: p.Package, Version: p.Version,
 		ARN: p.ARN, RequirementsHash: p.RequirementsHash, PublishedAt: now}
 	pointer := v
-	pointer.SK = layerPointerSK
+	pointer.SK = LayerPointerSK
 	in, err := layerInput(cmd, s.layerRetention, v, pointer, p.Version)
 	if err != nil {
 		return LayerPublication{}, err
 	}
 	rows := rowSteps{
 		row:     step[machine.LayerInput]{m: machine.Layer, table: s.layers, key: key(pk, v.SK), in: in, entity: layerEntity(p.Region, p.Package, p.Version)},
-		pointer: step[machine.LayerInput]{m: machine.LayerPointer, table: s.layers, key: key(pk, layerPointerSK), in: in},
+		pointer: step[machine.LayerInput]{m: machine.LayerPointer, table: s.layers, key: key(pk, LayerPointerSK), in: in},
 		latest:  machine.LayerPublish, late: machine.LayerPublishLate,
 	}
 	var res LayerPublication
@@ -146,7 +152,7 @@ func (s *Store) PublishLayer(ctx context.Context, cmd Cmd, p messages.LayerPubli
 			return nil, nil
 		}
 		res.Deprecated = prev
-		deprecate := step[machine.LayerInput]{m: machine.Layer, t: machine.Layer.Transition(machine.LayerDeprecate), table: s.layers, key: key(pk, layerSK(prev)), in: in}
+		deprecate := step[machine.LayerInput]{m: machine.Layer, t: machine.Layer.Transition(machine.LayerDeprecate), table: s.layers, key: key(pk, LayerSK(prev)), in: in}
 		item, err := transitionWrite(deprecate, nil)
 		return []types.TransactWriteItem{item}, err
 	}, &res.Version, &res)
@@ -286,7 +292,7 @@ func (s *Store) MarkLayerDeleted(ctx context.Context, cmd Cmd, p messages.LayerV
 	var v LayerVersion
 	st := step[machine.LayerInput]{
 		m: machine.Layer, t: machine.Layer.Transition(machine.LayerDelete), table: s.layers,
-		key: key(layerPK(p.Region, p.Package), layerSK(p.Version)), in: machine.LayerInput{Now: cmd.At.Unix()},
+		key: key(LayerPK(p.Region, p.Package), LayerSK(p.Version)), in: machine.LayerInput{Now: cmd.At.Unix()},
 		entity: layerEntity(p.Region, p.Package, p.Version),
 	}
 	if err := apply(ctx, s, cmd, st, &v); err != nil {
@@ -331,7 +337,7 @@ func (s *Store) RecordedLayerRemoval(ctx context.Context, cmd Cmd) (LayerRemoval
 
 // LatestLayer is the pointer to a package's latest version in a region.
 func (s *Store) LatestLayer(ctx context.Context, region, pkg string) (LayerVersion, bool, error) {
-	return getItem[LayerVersion](ctx, s.db, s.layers, key(layerPK(region, pkg), layerPointerSK))
+	return getItem[LayerVersion](ctx, s.db, s.layers, key(LayerPK(region, pkg), LayerPointerSK))
 }
 
 // LatestLayers lists a package's latest version in every region, from

@@ -247,6 +247,9 @@ type queue struct {
 	// receives; receiving counts the receives under way.
 	gathering sync.Mutex
 	receiving atomic.Int32
+	// received wakes a gathering loop when a receive returns: the
+	// handlers may be about to run out of work without a slot freeing.
+	received chan struct{}
 	// loops counts the receive loops.
 	loops sync.WaitGroup
 	// inFlight counts messages handed out and not yet settled with SQS.
@@ -292,10 +295,11 @@ const deleteLinger = 500 * time.Millisecond
 func newQueue(s *Subscriber, url string, ctx context.Context) *queue {
 	q := &queue{
 		sub: s, url: url, requests: context.WithoutCancel(ctx),
-		out:     make(chan *message.Message),
-		slots:   make(chan struct{}, s.config.Concurrency),
-		pending: make(chan pendingDelete, 10),
-		settled: make(chan struct{}),
+		out:      make(chan *message.Message),
+		slots:    make(chan struct{}, s.config.Concurrency),
+		pending:  make(chan pendingDelete, 10),
+		received: make(chan struct{}, 1),
+		settled:  make(chan struct{}),
 	}
 	q.ctx, q.cancel = context.WithCancel(ctx)
 	q.stopping, q.stop = context.WithCancel(context.Background())
@@ -323,14 +327,16 @@ func (q *queue) receive() {
 	for {
 		q.gathering.Lock()
 		n := q.acquire(min(10, q.sub.config.Concurrency))
+		if n > 0 {
+			q.receiving.Add(1)
+		}
 		q.gathering.Unlock()
 		if n == 0 {
 			return
 		}
-		q.receiving.Add(1)
 		msgs, err := q.receiveMessages(n)
-		q.receiving.Add(-1)
 		if err != nil {
+			q.receiveEnded()
 			q.release(n)
 			if q.stopped() {
 				return
@@ -344,6 +350,17 @@ func (q *queue) receive() {
 		}
 		q.release(n - len(msgs))
 		q.handOut(msgs)
+		q.receiveEnded()
+	}
+}
+
+// receiveEnded counts a receive as over once what it brought is handed
+// out, and wakes a loop gathering slots meanwhile.
+func (q *queue) receiveEnded() {
+	q.receiving.Add(-1)
+	select {
+	case q.received <- struct{}{}:
+	default:
 	}
 }
 
@@ -465,12 +482,12 @@ func (q *queue) acquire(max int) int {
 			defer t.Stop()
 			linger = t.C
 		}
-		// A verdict lowers awaiting just before it frees its slot, and a
-		// receive that returns hands out or frees its slots, so a freed
-		// slot is the moment to look again.
+		// A verdict lowers awaiting just before it frees its slot; a
+		// receive's end is signalled: the moments to look again.
 		select {
 		case q.slots <- struct{}{}:
 			n++
+		case <-q.received:
 		case <-linger:
 			return n
 		case <-q.stopping.Done():

@@ -562,10 +562,10 @@ func TestSubscriber_busy_queue_batches_receives_and_deletes(t *testing.T) {
 	counter := &countedRequests{next: awshttp.NewBuildableClient(), count: map[string]int{}}
 	client, name, url := motoQueue(t, counter)
 	sendMessages(t, client, url, "backlog", backlog)
+	receivesBefore := counter.of("ReceiveMessage")
 	sub := transport.NewSubscriber(client, transport.SubscriberConfig{Concurrency: concurrency}, watermill.NopLogger{})
 	out, err := sub.Subscribe(context.Background(), name)
 	require.NoError(t, err)
-	receivesBefore := counter.of("ReceiveMessage")
 	seen := map[string]bool{}
 	for len(seen) < backlog {
 		select {

@@ -154,14 +154,14 @@ func measureLayerFloor(ctx context.Context, prefix string, n int) (perCommand, e
 		return perCommand{}, err
 	}
 	table := aws.String(store.TableName(prefix, store.Layers))
-	pk := "lyr#" + layerRegion + ".floor"
+	pk := store.LayerPK(layerRegion, "floor")
 	before := meter.Report()
 	now := time.Now().Unix()
 	for v := 1; v <= n; v++ {
 		p := layerPublication("floor", v)
-		row := store.LayerVersion{PK: pk, SK: fmt.Sprintf("lyrVrsn#v%d", v), Region: p.Region, Package: p.Package, Version: v, ARN: p.ARN, Status: store.LayerLatest, PublishedAt: now}
+		row := store.LayerVersion{PK: pk, SK: store.LayerSK(v), Region: p.Region, Package: p.Package, Version: v, ARN: p.ARN, Status: store.LayerLatest, PublishedAt: now}
 		pointer := row
-		pointer.SK, pointer.Status = "lyrVrsn0#", ""
+		pointer.SK, pointer.Status = store.LayerPointerSK, ""
 		for _, item := range []store.LayerVersion{row, pointer} {
 			av, err := attributevalue.MarshalMap(item)
 			if err != nil {
@@ -177,16 +177,18 @@ func measureLayerFloor(ctx context.Context, prefix string, n int) (perCommand, e
 		deprecate, err := expression.NewBuilder().WithUpdate(
 			expression.Set(expression.Name("dplySts"), expression.Value(store.LayerDeprecated)).
 				Set(expression.Name("deprecated_at"), expression.Value(now)).
-				Set(expression.Name("ttl"), expression.Value(now+86400))).Build()
+				Set(expression.Name("ttl"), expression.Value(now+86400))).
+			WithCondition(expression.AttributeExists(expression.Name("pk"))).Build()
 		if err != nil {
 			return perCommand{}, err
 		}
-		prev, err := attributevalue.MarshalMap(map[string]string{"pk": pk, "sk": fmt.Sprintf("lyrVrsn#v%d", v-1)})
+		prev, err := attributevalue.MarshalMap(map[string]string{"pk": pk, "sk": store.LayerSK(v - 1)})
 		if err != nil {
 			return perCommand{}, err
 		}
 		if _, err := svc.DynamoDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: table, Key: prev,
-			UpdateExpression: deprecate.Update(), ExpressionAttributeNames: deprecate.Names(), ExpressionAttributeValues: deprecate.Values()}); err != nil {
+			UpdateExpression: deprecate.Update(), ConditionExpression: deprecate.Condition(),
+			ExpressionAttributeNames: deprecate.Names(), ExpressionAttributeValues: deprecate.Values()}); err != nil {
 			return perCommand{}, err
 		}
 	}

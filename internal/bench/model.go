@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,6 +39,11 @@ const (
 	replicaCores = 2
 	// Replicas never fewer than this: one may be replaced at any time.
 	minReplicas = 2
+	// busyPerReplica is the rate per replica (commands a second) from
+	// which its receives and deletes come about ten to a request: ten
+	// messages within the subscriber's waits of a quarter to half a
+	// second, with a margin.
+	busyPerReplica = 100
 )
 
 // modelRates are the rates the model is written for, commands a second.
@@ -60,9 +66,7 @@ var hotKeyShare = map[string]float64{
 type capacityModel struct {
 	// From says which measurement the costs are from.
 	From string
-	// Concurrency of that measurement.
-	Concurrency int
-	cost        perCommand
+	cost perCommand
 	// sqs is SQS requests per command on a busy queue (the SQS case's
 	// backlog), which every rate the model is written for is; nil when
 	// the report has no SQS case, and then cost's own are used.
@@ -84,10 +88,9 @@ func newModel(r Report) (capacityModel, error) {
 		return capacityModel{}, fmt.Errorf("the report has no transit pipeline run at concurrency %d", c)
 	}
 	m := capacityModel{
-		From:        fmt.Sprintf("the transit pipeline at concurrency %d, %d commands, %s", c, t.Commands, r.At.Format(time.DateOnly)),
-		Concurrency: c,
-		cost:        costPerCommand(t.Cost, t.Commands, r.TransactUnitsScale),
-		cpu:         t.Cost.CPU / time.Duration(t.Commands),
+		From: fmt.Sprintf("the transit pipeline at concurrency %d, %d commands, %s", c, t.Commands, r.At.Format(time.DateOnly)),
+		cost: costPerCommand(t.Cost, t.Commands, r.TransactUnitsScale),
+		cpu:  t.Cost.CPU / time.Duration(t.Commands),
 	}
 	if r.SQS != nil && r.SQS.Transit.Backlog > 0 {
 		loaded := costPerCommand(r.SQS.Transit.Loaded, r.SQS.Transit.Backlog, r.TransactUnitsScale)
@@ -259,11 +262,12 @@ func WriteCapacityModel(out io.Writer, r Report) error {
 		p(", and on a busy queue %.2f SQS requests (the bench's backlog case)", sumValues(m.sqs))
 	}
 	p(".\n\n")
+	p("Below %d commands/s per replica a queue is not always busy, and the model takes the closed loop's SQS cost instead (%.2f requests per command).\n\n", busyPerReplica, m.cost.byService()["SQS"])
 	var shares []string
 	for _, name := range slices.Sorted(maps.Keys(hotKeyShare)) {
-		shares = append(shares, fmt.Sprintf("%s's busiest key takes %.0f %% of its writes", name, 100*hotKeyShare[name]))
+		shares = append(shares, fmt.Sprintf("%s's busiest key takes %s %% of its writes", name, strconv.FormatFloat(100*hotKeyShare[name], 'f', -1, 64)))
 	}
-	p("**Assumptions.** Prices are on-demand list prices in us-east-1, without the free tier. Provisioned capacity is billed at %.0f %% utilisation, the target transit's auto-scaling keeps. A partition serves %s write and %s read units a second, and one partition key value's writes stay on one partition (DynamoDB splits a hot key by sort key only when the writes spread over it, and these indexes' sort keys are times). %s (an allocation moves a sandbox into allocated, a release out of it; the audit's global view is spread over %d keys); every other key has as many values as there are sandboxes, tracks, commands or entities. A replica has %d cores used up to %.0f %%, and there are never fewer than %d. CPU per command was measured on emulators without TLS; on AWS count more.\n\n",
+	p("**Assumptions.** Prices are on-demand list prices in us-east-1, without the free tier. Provisioned capacity is billed at %.0f %% utilisation, the target transit's auto-scaling keeps. A partition serves %s write and %s read units a second, and one partition key value's writes stay on one partition (DynamoDB splits a hot key by sort key only when the writes spread over it, and these indexes' sort keys are times). %s (an allocation moves a sandbox into allocated, a mark-deletion out of it; the audit's global view is spread over %d keys); every other key has as many values as there are sandboxes, tracks, commands or entities. A replica has %d cores used up to %.0f %%, and there are never fewer than %d. CPU per command was measured on emulators without TLS; on AWS count more.\n\n",
 		targetUtilisation*100, thousands(partitionWriteUnits), thousands(partitionReadUnits), strings.Join(shares, "; "), store.AuditGlobalKeys, replicaCores, targetUtilisation*100, minReplicas)
 
 	p("## Other commands, for another mix\n\nEach command type the bench drives, per command as measured (AWS-billed units, requests besides DynamoDB's, serve CPU); a mix of your own costs their weighted sum.\n\n")
@@ -274,10 +278,25 @@ func WriteCapacityModel(out io.Writer, r Report) error {
 	}
 	p("\n")
 
+	first, by := math.Inf(1), ""
+	for _, t := range m.at(modelRates[0], true).tables() {
+		if t.ThrottlesAt < first {
+			first, by = t.ThrottlesAt, t.Name+" ("+t.Limit+")"
+		}
+	}
 	for _, rate := range modelRates {
+		// The backlog case's SQS cost holds where each replica's queue
+		// always has messages waiting; below busyPerReplica, the closed
+		// loop's (more requests per command) does.
 		l := m.at(rate, true)
+		if rate/float64(l.replicas()) < busyPerReplica {
+			l = m.at(rate, false)
+		}
 		od, prov, msg := l.monthly()
 		p("## %s commands/s\n\n", thousands(rate))
+		if rate > first {
+			p("**Past the first limit** (%s, at about %s commands/s): these are the units the mix would need, but that key's writes throttle at this rate until the design's key changes.\n\n", by, thousands(first))
+		}
 		p("| table or index | write units/s | read units/s | partitions | busiest key's write units/s | throttles first at | by |\n|---|---|---|---|---|---|---|\n")
 		for _, t := range l.tables() {
 			hot := "-"
@@ -290,19 +309,13 @@ func WriteCapacityModel(out io.Writer, r Report) error {
 		for _, op := range keys(l.Requests) {
 			p("| %s | %.0f |\n", op, l.Requests[op])
 		}
-		p("\nMonthly: DynamoDB **$%s** on-demand or **$%s** provisioned; SQS and SNS $%s. Serve replicas: **%d** (%.1f cores).\n\n",
+		p("\nMonthly: DynamoDB **$%s** on-demand or **$%s** provisioned; transit's own SQS and SNS requests $%s (producers' sends come on top: one request per command, or one per ten batched). Serve replicas: **%d** (%.1f cores).\n\n",
 			thousands(od), thousands(prov), thousands(msg), l.replicas(), l.Cores)
 	}
 
-	first, by := math.Inf(1), ""
-	for _, t := range m.at(modelRates[0], true).tables() {
-		if t.ThrottlesAt < first {
-			first, by = t.ThrottlesAt, t.Name+" ("+t.Limit+")"
-		}
-	}
 	p("## What throttles first\n\n%s, at about %s commands/s of this mix. Past it, that key's writes are refused (on-demand as well as provisioned), and DynamoDB refuses the base table's writes that would update the index: the command is retried, then redelivered.\n\n", by, thousands(first))
 
-	p("## Checked against the bench\n\n")
+	p("## Checked against a second run\n\n")
 	var run PipelineResult
 	if r.Scale != nil && len(r.Scale.Runs) > 0 {
 		run = r.Scale.Runs[0]
@@ -311,7 +324,7 @@ func WriteCapacityModel(out io.Writer, r Report) error {
 		p("This report has no scale-out case, so no second run of the mix to check the model against: run `make bench` with `--scale-replicas`.\n")
 		return nil
 	}
-	p("The scale-out case's single replica ran the same mix at concurrency %d again, separately from the run the costs are from: %d commands at %.1f commands/s. The model's prediction for that rate, against what that run measured (both with that run's own SQS batching, a closed loop of %d clients):\n\n", run.Concurrency, run.Commands, run.PerSecond, run.Concurrency*run.Replicas)
+	p("The scale-out case's single replica ran the same mix at concurrency %d again, separately from the run the costs are from: %d commands at %.1f commands/s, a closed loop of %d clients as in that run. The model's prediction for that rate (with the closed loop's SQS cost), against what the second run measured. It checks that the costs per command the model multiplies hold from one run to the next, and the arithmetic from them to rates; it cannot check the limits, bills and replicas at rates the emulators do not reach.\n\n", run.Concurrency, run.Commands, run.PerSecond, run.Concurrency*run.Replicas)
 	p("| quantity | predicted | measured | ratio | within 20 %% |\n|---|---|---|---|---|\n")
 	for _, c := range m.check(r, run) {
 		ok := "**no**"

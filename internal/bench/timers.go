@@ -53,9 +53,9 @@ type TimerResult struct {
 	// implies for the same due times: a queue served at that rate.
 	CeilingP50 time.Duration `json:"ceiling_lateness_p50_ns"`
 	CeilingP99 time.Duration `json:"ceiling_lateness_p99_ns"`
-	// Cost is the worker's from just before the first timer fell due to
-	// a second after the last callback: the shards' polls and claims
-	// included.
+	// Cost is the worker's from a poll interval before the first timer
+	// fell due to a second after the last callback: the shards' polls
+	// and claims included.
 	Cost metering.Report `json:"cost"`
 	// Floor is a firing's cost with nothing added (measureTimerFloor).
 	Floor perCommand `json:"floor"`
@@ -151,6 +151,13 @@ func runTimers(ctx context.Context, o Options, n int, spread time.Duration, conc
 	}
 	if time.Now().After(base) {
 		return res, fmt.Errorf("seeding %d timers outlasted its %s head start", n, seedTime(n))
+	}
+	// The figures start a poll before the first timer falls due: the
+	// idle polls of the head start are not the firings' cost.
+	select {
+	case <-time.After(time.Until(base.Add(-timerPoll))):
+	case <-ctx.Done():
+		return res, ctx.Err()
 	}
 	before, err := w.mark()
 	if err != nil {
