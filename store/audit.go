@@ -40,6 +40,9 @@ func CmdOf(cmd messages.Command, at time.Time) Cmd {
 const (
 	Applied  = "applied"
 	Rejected = "rejected"
+	// pending is an outcome decided but not known to be written to its
+	// item yet (outcome.go); no reader is ever given one.
+	pending = "pending"
 )
 
 // Rejection is a business outcome: the command was valid but the state did
@@ -68,7 +71,7 @@ type auditItem struct {
 	SK string `dynamodbav:"sk"`
 	// GSI1PK is AUDIT#GLOBAL#<n>, one of the AuditGlobalKeys keys
 	// GlobalIndex spreads the global chronological view over.
-	GSI1PK string `dynamodbav:"gsi1pk"`
+	GSI1PK string `dynamodbav:"gsi1pk,omitempty"`
 	// GSI1SK is TIMESTAMP#<decision time, ms>#<command ID>: chronological
 	// within a key, an entity or a chain.
 	GSI1SK string `dynamodbav:"gsi1sk"`
@@ -78,7 +81,7 @@ type auditItem struct {
 	// TIMER#<timer ID>, ORG#<org>, USER#<user>, PROJECT#, SETTINGS#,
 	// SECRET#, TASK#, AGENT# or NOTIFICATION#<org>/<id>, ACCOUNT#<id>,
 	// SCHEDULE#<id>.
-	Entity string `dynamodbav:"entity"`
+	Entity string `dynamodbav:"entity,omitempty"`
 	// Action is the command's type, e.g. sandbox.allocate.
 	Action string `dynamodbav:"action"`
 	// Actor is who asked: the track of a sandbox allocation or release,
@@ -100,7 +103,8 @@ type auditItem struct {
 	// command whose handler sent it, or the one that armed the timer
 	// that did; absent for a command a producer sent of its own accord.
 	CausationID string `dynamodbav:"causation_id,omitempty"`
-	// Status is applied or rejected.
+	// Status is applied or rejected; pending while an outcome decided
+	// without a transaction is not yet known written (store/outcome.go).
 	Status string `dynamodbav:"status"`
 	// Reason is a rejection's reason, what a timer firing did (fired,
 	// retry or failed), "empty" for a lease that found no task, or why a
@@ -116,6 +120,17 @@ type auditItem struct {
 	// decision time plus TRANSIT_AUDIT_RETENTION. A command redelivered
 	// later than that is applied again.
 	ExpireAt int64 `dynamodbav:"expire_at"`
+	// PendingEntity is what entity will be once a pending outcome is
+	// confirmed; until then gsi1pk, entity and chain are absent, so no
+	// index holds the record (store/outcome.go).
+	PendingEntity string `dynamodbav:"pending_entity,omitempty"`
+	// Pin is, on a pending outcome, the last_command_id its item had when
+	// the outcome was decided (absent for none): the only one the item's
+	// write may find.
+	Pin string `dynamodbav:"pin,omitempty"`
+	// Nonce names a pending outcome's decision: it is confirmed or
+	// replaced only as it was read.
+	Nonce string `dynamodbav:"nonce,omitempty"`
 }
 
 func auditKey(commandID string) map[string]types.AttributeValue {
@@ -137,6 +152,34 @@ func (s *Store) newAuditPut(cmd Cmd, entity, status, reason string, details any)
 }
 
 func (s *Store) auditPut(cmd Cmd, entity, status, reason string, details any) (*types.Put, error) {
+	item, err := s.outcomeItem(cmd, entity, status, reason, details)
+	if err != nil {
+		return nil, err
+	}
+	return s.auditPutOf(item, expression.AttributeNotExists(expression.Name("pk")))
+}
+
+// auditPutOf is the put of an outcome record under cond.
+func (s *Store) auditPutOf(item auditItem, cond expression.ConditionBuilder) (*types.Put, error) {
+	av, err := attributevalue.MarshalMap(item)
+	if err != nil {
+		return nil, fmt.Errorf("encode audit item: %w", err)
+	}
+	expr, err := expression.NewBuilder().WithCondition(cond).Build()
+	if err != nil {
+		return nil, err
+	}
+	return &types.Put{
+		TableName:                 aws.String(s.audit),
+		Item:                      av,
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	}, nil
+}
+
+// outcomeItem is cmd's outcome record.
+func (s *Store) outcomeItem(cmd Cmd, entity, status, reason string, details any) (auditItem, error) {
 	at := cmd.At.UTC().Format(time.RFC3339Nano)
 	sk := auditSortKey(cmd.At, cmd.ID)
 	item := auditItem{
@@ -161,25 +204,11 @@ func (s *Store) auditPut(cmd Cmd, entity, status, reason string, details any) (*
 	if details != nil {
 		b, err := json.Marshal(details)
 		if err != nil {
-			return nil, fmt.Errorf("encode audit details: %w", err)
+			return auditItem{}, fmt.Errorf("encode audit details: %w", err)
 		}
 		item.Details = string(b)
 	}
-	av, err := attributevalue.MarshalMap(item)
-	if err != nil {
-		return nil, fmt.Errorf("encode audit item: %w", err)
-	}
-	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name("pk"))).Build()
-	if err != nil {
-		return nil, err
-	}
-	return &types.Put{
-		TableName:                 aws.String(s.audit),
-		Item:                      av,
-		ConditionExpression:       cond.Condition(),
-		ExpressionAttributeNames:  cond.Names(),
-		ExpressionAttributeValues: cond.Values(),
-	}, nil
+	return item, nil
 }
 
 // recordRejection records a rejection on its own. If the command already
@@ -306,19 +335,29 @@ func (s *Store) recorded(ctx context.Context, cmd Cmd, result any) (bool, error)
 	if err := attributevalue.UnmarshalMap(out.Item, &item); err != nil {
 		return true, fmt.Errorf("decode recorded outcome of %s: %w", cmd.ID, err)
 	}
+	if item.Status == pending {
+		// Decided, not settled: the command's own path settles it.
+		return false, nil
+	}
+	return true, replayOutcome(cmd, item, result)
+}
+
+// replayOutcome is what a recorded outcome says: an applied one's details
+// decoded into result, a rejection as *Rejection.
+func replayOutcome(cmd Cmd, item auditItem, result any) error {
 	if item.Action != cmd.Type {
-		return true, fmt.Errorf("command ID %s was first used by a %s: %w", cmd.ID, item.Action, ErrIDReused)
+		return fmt.Errorf("command ID %s was first used by a %s: %w", cmd.ID, item.Action, ErrIDReused)
 	}
 	at, _ := time.Parse(time.RFC3339Nano, item.At)
 	if item.Status == Rejected {
-		return true, &Rejection{Reason: item.Reason, At: at}
+		return &Rejection{Reason: item.Reason, At: at}
 	}
 	if result != nil && item.Details != "" {
 		if err := json.Unmarshal([]byte(item.Details), result); err != nil {
-			return true, fmt.Errorf("decode recorded result of %s: %w", cmd.ID, err)
+			return fmt.Errorf("decode recorded result of %s: %w", cmd.ID, err)
 		}
 	}
-	return true, nil
+	return nil
 }
 
 // ErrIDReused means a command ID arrived again with another type: the
@@ -343,7 +382,7 @@ func (s *Store) Correlation(ctx context.Context, correlationID string, limit int
 		if err != nil {
 			return Page[AuditRecord]{}, fmt.Errorf("read the start of correlation %s: %w", correlationID, err)
 		}
-		if found && root.CorrelationID == correlationID {
+		if found && root.CorrelationID == correlationID && root.Status != pending {
 			page.Items = append(page.Items, outcomeRecord(root))
 		}
 	}

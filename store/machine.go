@@ -58,6 +58,9 @@ func apply[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], result a
 // complete the transition's input from what it read (in). A join that
 // does not apply rejects the command with its reason.
 func applyJoined[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], joins func(read machine.Item, in *In) ([]joined, machine.Outcome, error), result any) error {
+	if joins == nil && alone(s, st) {
+		return applyAlone(ctx, s, cmd, st, result)
+	}
 	with, input := st.with, st.in
 	return retrying(ctx, st, func() error {
 		read, err := getRaw(ctx, s.db, st.table, st.key)
@@ -92,6 +95,8 @@ func applyJoined[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], jo
 type joined struct {
 	item    types.TransactWriteItem
 	refused func(current machine.Item) machine.Outcome
+	// read is the item as the join decided on it, when it did.
+	read machine.Item
 }
 
 // join is transition st of another item decided on read: the write to
@@ -103,7 +108,7 @@ func join[In any](st step[In], read machine.Item) (joined, machine.Outcome, erro
 		return joined{}, out, nil
 	}
 	item, err := transitionWrite(st, read)
-	return joined{item: item, refused: func(current machine.Item) machine.Outcome {
+	return joined{item: item, read: read, refused: func(current machine.Item) machine.Outcome {
 		return st.m.Decide(st.t, current, read, st.in)
 	}}, out, err
 }
@@ -133,12 +138,20 @@ func retry(ctx context.Context, what string, rounds int, try func() error) error
 		if round >= rounds {
 			return fmt.Errorf("%s: %w", what, errConflict)
 		}
-		pause := time.Duration(rand.Int64N(int64(min(round, 5)) * int64(5*time.Millisecond)))
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(pause):
+		if err := pause(ctx, round); err != nil {
+			return err
 		}
+	}
+}
+
+// pause waits a short random time, longer in later rounds, so that
+// writers that lost a race for one item spread out.
+func pause(ctx context.Context, round int) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Duration(rand.Int64N(int64(min(round, 5)) * int64(5*time.Millisecond)))):
+		return nil
 	}
 }
 
@@ -152,6 +165,9 @@ func retry(ctx context.Context, what string, rounds int, try func() error) error
 func write[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], read machine.Item, result any) (machine.Outcome, error) {
 	out, item, err := decidedWrite(st, read)
 	if err != nil || !out.Applies() {
+		return out, err
+	}
+	if err := confirmReplaced(ctx, s, st, read, cmd.ID); err != nil {
 		return out, err
 	}
 	details := st.details
@@ -207,6 +223,9 @@ func write[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], read mac
 func writeJoined[In any](ctx context.Context, s *Store, st step[In], read machine.Item) (machine.Outcome, error) {
 	out, item, err := decidedWrite(st, read)
 	if err != nil || !out.Applies() {
+		return out, err
+	}
+	if err := confirmReplaced(ctx, s, st, read, ""); err != nil {
 		return out, err
 	}
 	items := []types.TransactWriteItem{item}

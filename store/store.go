@@ -33,6 +33,8 @@ type Store struct {
 	nucleusApp, nucleusAudit string
 	auditRetention           time.Duration
 	layerRetention           time.Duration
+	// expiring are the tables whose items DynamoDB removes by TTL.
+	expiring map[string]bool
 }
 
 // Retention says how long items live before their TTL removes them.
@@ -49,7 +51,14 @@ func New(db *dynamodb.Client, prefix string, r Retention) *Store {
 	if db == nil {
 		panic("store: nil DynamoDB client")
 	}
+	expiring := map[string]bool{}
+	for _, t := range Tables {
+		if t.TTLAttribute != "" {
+			expiring[TableName(prefix, t)] = true
+		}
+	}
 	return &Store{
+		expiring:       expiring,
 		db:             db,
 		sandboxes:      TableName(prefix, SandboxPool),
 		audit:          TableName(prefix, Audit),
