@@ -12,10 +12,30 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"transit/config"
 	"transit/internal/metering"
 	"transit/service"
 	"transit/store"
 )
+
+// meteredStack is a freshly provisioned stack named prefix, configured
+// as transit would be then by modify (if not nil), whose AWS calls meter
+// counts.
+func meteredStack(ctx context.Context, prefix string, modify func(*config.Config)) (*service.Service, *metering.Meter, error) {
+	cfg, err := defaultConfig(prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	if modify != nil {
+		modify(&cfg)
+	}
+	meter := metering.New(prefix)
+	svc, err := service.New(ctx, cfg, meter.Attach)
+	if err != nil {
+		return nil, nil, err
+	}
+	return svc, meter, svc.Provision(ctx)
+}
 
 // minimumRequests is the fewest AWS requests an allocate + mark-deletion
 // pair needs, per command: receives and deletes batched by ten, one
@@ -36,16 +56,8 @@ var minimumRequests = map[string]float64{
 // single-item conditional writes, without transit's outcome record. That
 // is the floor transit's figures are compared with.
 func measureFloor(ctx context.Context, prefix string) (perCommand, error) {
-	cfg, err := defaultConfig(prefix)
+	svc, meter, err := meteredStack(ctx, prefix, nil)
 	if err != nil {
-		return perCommand{}, err
-	}
-	meter := metering.New(prefix)
-	svc, err := service.New(ctx, cfg, meter.Attach)
-	if err != nil {
-		return perCommand{}, err
-	}
-	if err := svc.Provision(ctx); err != nil {
 		return perCommand{}, err
 	}
 	if err := seed(ctx, svc, prefix, 1); err != nil {
@@ -115,17 +127,8 @@ var minimumTimerRequests = map[string]float64{
 // ExecuteAtIndex, and each fired timer deleted under a condition on its
 // uuid (a plain write, no outcome record), over timerFloorTimers timers.
 func measureTimerFloor(ctx context.Context, prefix, callback string) (perCommand, error) {
-	cfg, err := defaultConfig(prefix)
+	svc, meter, err := meteredStack(ctx, prefix, func(c *config.Config) { c.TimerShards = timerShards })
 	if err != nil {
-		return perCommand{}, err
-	}
-	cfg.TimerShards = timerShards
-	meter := metering.New(prefix)
-	svc, err := service.New(ctx, cfg, meter.Attach)
-	if err != nil {
-		return perCommand{}, err
-	}
-	if err := svc.Provision(ctx); err != nil {
 		return perCommand{}, err
 	}
 	due := make([]time.Time, timerFloorTimers)

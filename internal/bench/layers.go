@@ -19,7 +19,6 @@ import (
 
 	"transit/internal/metering"
 	"transit/messages"
-	"transit/service"
 	"transit/store"
 )
 
@@ -141,16 +140,8 @@ var minimumLayerRequests = map[string]float64{
 // the previous version updated to deprecated with a TTL; plain writes, no
 // outcome record.
 func measureLayerFloor(ctx context.Context, prefix string, n int) (perCommand, error) {
-	cfg, err := defaultConfig(prefix)
+	svc, meter, err := meteredStack(ctx, prefix, nil)
 	if err != nil {
-		return perCommand{}, err
-	}
-	meter := metering.New(prefix)
-	svc, err := service.New(ctx, cfg, meter.Attach)
-	if err != nil {
-		return perCommand{}, err
-	}
-	if err := svc.Provision(ctx); err != nil {
 		return perCommand{}, err
 	}
 	table := aws.String(store.TableName(prefix, store.Layers))
