@@ -335,7 +335,7 @@ func (s *Store) recorded(ctx context.Context, cmd Cmd, result any) (bool, error)
 	if err := attributevalue.UnmarshalMap(out.Item, &item); err != nil {
 		return true, fmt.Errorf("decode recorded outcome of %s: %w", cmd.ID, err)
 	}
-	if item.Status == pending {
+	if item.Status == pending && item.Action == cmd.Type {
 		// Decided, not settled: the command's own path settles it.
 		return false, nil
 	}

@@ -53,10 +53,12 @@ const lastCommandAttr = "last_command_id"
 const fencePrefix = "fence:"
 
 // takeoverAfter is how long a pending outcome whose item still names its
-// pin is left to the delivery that decided it. Past the command timeout
-// that delivery has given up; correctness does not depend on it (a fence
-// and the pinned write exclude each other), only wasted fences do.
-const takeoverAfter = 30 * time.Second
+// pin is left to the delivery that decided it, which writes the item
+// within milliseconds unless it stopped. Correctness does not depend on
+// it (a fence and the pinned write exclude each other), only wasted
+// fences do; a delivery waits it out in full rather than give up and
+// come back, which would spend receives towards the DLQ.
+const takeoverAfter = 2 * time.Second
 
 // alone reports whether st takes this path: a plain update of one item
 // recording the item's snapshot, in a table without a TTL. Creations and
@@ -240,6 +242,7 @@ func (s *Store) confirmLast(ctx context.Context, item machine.Item, self string)
 // nonce of the pending outcome this delivery put and failed to write, ""
 // for none.
 func settleAlone[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], own string, result any) error {
+	waited := false
 	for round := 1; round <= maxRounds; round++ {
 		// The item before the outcome: a pending outcome read after an
 		// item that names neither the command nor its pin was not written
@@ -268,12 +271,14 @@ func settleAlone[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], ow
 			continue // replayed once read confirmed
 		}
 		if item != nil && last == rec.Pin && rec.Nonce != own {
-			// Aged by the command's own time, the clock every decision
-			// of this process reads.
-			if at, _ := time.Parse(time.RFC3339Nano, rec.At); cmd.At.Sub(at) < takeoverAfter {
-				// Its own delivery may be writing it now.
-				if err := pause(ctx, round); err != nil {
-					return err
+			// Its own delivery may be writing it now. Aged by the
+			// command's time, the clock every decision here reads.
+			if at, _ := time.Parse(time.RFC3339Nano, rec.At); !waited && cmd.At.Sub(at) < takeoverAfter {
+				waited = true
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(takeoverAfter - cmd.At.Sub(at)):
 				}
 				continue
 			}
@@ -299,6 +304,8 @@ func settleAlone[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], ow
 		if err != nil {
 			return err
 		}
+		// Ours even if the put's answer is lost and its retry refused.
+		own = next.Nonce
 		if replaced, err := s.putOutcome(ctx, next, rec.Nonce); err != nil || !replaced {
 			if err != nil {
 				return err
@@ -308,7 +315,6 @@ func settleAlone[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], ow
 		if next.Status == Rejected {
 			return &Rejection{Reason: next.Reason, At: cmd.At}
 		}
-		own = next.Nonce
 		if written, err := writeDecided(ctx, s, cmd, st, item, next); err != nil || written {
 			return err
 		}

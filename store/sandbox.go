@@ -89,6 +89,11 @@ type Sandbox struct {
 	// StaleSince is when a sync staled the sandbox (Unix seconds); a
 	// stale sandbox listed again since (last_synced) cannot be retired.
 	StaleSince int64 `dynamodbav:"stale_since,omitempty" json:"stale_since,omitempty"`
+	// LastCommandID is the command that last changed the sandbox without
+	// a transaction (a release, an expiry: store/outcome.go). It is read
+	// with the rest, so a deletion decided on a sandbox read into this
+	// struct first confirms that command's outcome.
+	LastCommandID string `dynamodbav:"last_command_id,omitempty" json:"-"`
 }
 
 // ExpiresAt is when the allocation's lab window closes.
