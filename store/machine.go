@@ -16,8 +16,9 @@ import (
 	"transit/machine"
 )
 
-// This file is the one path by which a declared transition reaches
-// DynamoDB together with the command's recorded outcome.
+// This file is the path by which a declared transition reaches DynamoDB
+// together with the command's recorded outcome, in one transaction; a
+// transition that updates one item alone takes outcome.go's instead.
 
 // step is one transition of one item, decided on the item as read.
 type step[In any] struct {
