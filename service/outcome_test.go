@@ -28,13 +28,16 @@ import (
 // of has: the write is done, the caller only sees it fail, as a crash
 // right after the write would leave it. With die set, that request is
 // not sent at all, and every request after it fails too: the process is
-// gone before the write, and cannot even nack.
+// gone before the write, and cannot even nack. With stall set, that
+// request waits until stall is closed, then goes on and is answered: a
+// delivery paused just before its write.
 type lostAnswer struct {
-	next aws.HTTPClient
-	op   string
-	has  []string
-	die  bool
-	hit  atomic.Bool
+	next  aws.HTTPClient
+	op    string
+	has   []string
+	die   bool
+	stall chan struct{}
+	hit   atomic.Bool
 }
 
 func (c *lostAnswer) Do(r *http.Request) (*http.Response, error) {
@@ -54,8 +57,12 @@ func (c *lostAnswer) Do(r *http.Request) (*http.Response, error) {
 	if !c.hit.CompareAndSwap(false, true) {
 		return c.next.Do(r)
 	}
-	if c.die {
+	switch {
+	case c.die:
 		return nil, errors.New("injected: the process is gone")
+	case c.stall != nil:
+		<-c.stall
+		return c.next.Do(r)
 	}
 	resp, err := c.next.Do(r)
 	if err == nil {
@@ -179,4 +186,100 @@ func TestSandbox_cleanup_confirms_a_release_left_pending(t *testing.T) {
 	time.Sleep(time.Second)
 	events := s.collect(time.Second, func([]service.TapEvent) bool { return true })
 	assert.Len(t, causedBy(events, release), 1, "one answer, the release")
+}
+
+// An allocation whose answer is lost after its sandbox's write: the
+// redelivery finds the sandbox naming the command, confirms the pending
+// outcome and answers with that sandbox, once, rather than taking another.
+func TestSandbox_allocation_answer_lost_after_its_write(t *testing.T) {
+	s := newStack(t)
+	lost := &lostAnswer{op: "UpdateItem", has: []string{"last_command_id", "SandboxPool"}}
+	s.serveLosing(t, lost)
+	s.sync("ext-1", "ext-2")
+
+	cmd := uuid.NewString()
+	s.send(cmd, messages.SandboxAllocate, messages.SandboxAllocatePayload{TrackID: "track-1"})
+	got := payloadOf[messages.SandboxAllocatedPayload](t, s.eventFor(cmd, messages.SandboxAllocated))
+	require.True(t, lost.hit.Load(), "the fault was reached")
+	assert.Equal(t, cmd, s.lastCommand(t, got.SandboxID), "the sandbox the first write took")
+	assert.Equal(t, store.Applied, s.audit(cmd)["status"])
+	allocated, err := s.svc.Store.Sandboxes(context.Background(), store.StatusAllocated)
+	require.NoError(t, err)
+	assert.Len(t, allocated, 1, "one sandbox taken")
+	time.Sleep(time.Second)
+	assert.Len(t, causedBy(s.collect(time.Second, func([]service.TapEvent) bool { return true }), cmd), 1, "one answer")
+}
+
+// An allocation whose process dies after claiming its idempotency key,
+// before writing its sandbox, and a second command under the same key:
+// whichever comes first (the second, or the first's redelivery) leaves the
+// claim to the dead delivery while it may still be written, then fences
+// its sandbox and allocates; the other answers with that allocation. One
+// sandbox is taken under the key, never two.
+func TestSandbox_allocation_claim_taken_over_after_a_crash(t *testing.T) {
+	s := newStack(t)
+	lost := &lostAnswer{op: "UpdateItem", has: []string{"last_command_id", "SandboxPool"}, die: true}
+	stopDead := s.serveLosing(t, lost)
+	s.sync("ext-1", "ext-2", "ext-3")
+	first := uuid.NewString()
+	payload := messages.SandboxAllocatePayload{TrackID: "track-1", IdempotencyKey: "key-1"}
+	s.send(first, messages.SandboxAllocate, payload)
+	deadline := time.Now().Add(time.Minute)
+	for !lost.hit.Load() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.True(t, lost.hit.Load(), "the fault was reached")
+	require.Equal(t, "pending", s.audit(first)["status"])
+	_ = stopDead()
+
+	s.serve(service.ServeOptions{})
+	second := uuid.NewString()
+	s.send(second, messages.SandboxAllocate, payload)
+	took := payloadOf[messages.SandboxAllocatedPayload](t, s.eventFor(second, messages.SandboxAllocated))
+	again := payloadOf[messages.SandboxAllocatedPayload](t, s.eventFor(first, messages.SandboxAllocated))
+	assert.Equal(t, took.SandboxID, again.SandboxID, "both answered with one allocation")
+
+	allocated, err := s.svc.Store.Sandboxes(context.Background(), store.StatusAllocated)
+	require.NoError(t, err)
+	require.Len(t, allocated, 1, "one sandbox taken under the key")
+	assert.Equal(t, took.SandboxID, allocated[0].SandboxID)
+	assert.Contains(t, []string{first, second}, s.lastCommand(t, took.SandboxID))
+	assert.Equal(t, store.Applied, s.audit(first)["status"])
+	assert.Equal(t, store.Applied, s.audit(second)["status"])
+}
+
+// An allocation paused after claiming its idempotency key, just before
+// writing its sandbox, and a second command under the same key meanwhile:
+// the second leaves the claim to the first for the takeover time, then
+// fences the first's sandbox and allocates (that one or another). When the
+// first goes on, its write is refused, and it answers with the second's
+// allocation. Without the wait and the fence both would hold a sandbox
+// under one key.
+func TestSandbox_allocation_paused_before_its_write_is_fenced(t *testing.T) {
+	s := newStack(t)
+	lost := &lostAnswer{op: "UpdateItem", has: []string{"last_command_id", "SandboxPool"}, stall: make(chan struct{})}
+	s.serveLosing(t, lost)
+	s.sync("ext-1", "ext-2", "ext-3")
+	first, second := uuid.NewString(), uuid.NewString()
+	payload := messages.SandboxAllocatePayload{TrackID: "track-1", IdempotencyKey: "key-1"}
+	s.send(first, messages.SandboxAllocate, payload)
+	deadline := time.Now().Add(time.Minute)
+	for !lost.hit.Load() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.True(t, lost.hit.Load(), "the fault was reached")
+	paused, _ := s.audit(first)["pending_entity"].(string)
+	require.NotEmpty(t, paused, "the first's outcome is pending on a sandbox")
+
+	s.send(second, messages.SandboxAllocate, payload)
+	took := payloadOf[messages.SandboxAllocatedPayload](t, s.eventFor(second, messages.SandboxAllocated))
+	close(lost.stall)
+	again := payloadOf[messages.SandboxAllocatedPayload](t, s.eventFor(first, messages.SandboxAllocated))
+	assert.Equal(t, took.SandboxID, again.SandboxID, "the first answered with the second's allocation")
+
+	allocated, err := s.svc.Store.Sandboxes(context.Background(), store.StatusAllocated)
+	require.NoError(t, err)
+	require.Len(t, allocated, 1, "one sandbox taken under the key")
+	assert.Equal(t, second, s.lastCommand(t, took.SandboxID))
+	assert.Equal(t, store.Applied, s.audit(first)["status"])
 }

@@ -230,13 +230,7 @@ func (s *Store) record(ctx context.Context, cmd Cmd, entity, status, reason stri
 	if err != nil {
 		return false, err
 	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                 put.TableName,
-		Item:                      put.Item,
-		ConditionExpression:       put.ConditionExpression,
-		ExpressionAttributeNames:  put.ExpressionAttributeNames,
-		ExpressionAttributeValues: put.ExpressionAttributeValues,
-	})
+	err = putAlone(ctx, s.db, put)
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return true, s.replay(ctx, cmd, result)
@@ -291,12 +285,6 @@ type conflictError struct {
 
 func (e *conflictError) Error() string        { return fmt.Sprintf("%v (item %d)", errConflict, e.item) }
 func (e *conflictError) Is(target error) bool { return target == errConflict }
-
-// conflictOn reports whether err is a conflict on item i of the transaction.
-func conflictOn(err error, i int) bool {
-	var ce *conflictError
-	return errors.As(err, &ce) && ce.item == i
-}
 
 // failedOn reports whether item i's condition was evaluated and failed,
 // rather than the item being held by a concurrent transaction.

@@ -128,20 +128,21 @@ func (s *Store) decision(cmd Cmd, entity string, read machine.Item, out machine.
 // putOutcome puts rec: over no outcome when replacing is "", else over the
 // pending outcome with that nonce. put is false when the condition failed.
 func (s *Store) putOutcome(ctx context.Context, rec auditItem, replacing string) (put bool, err error) {
-	cond := expression.AttributeNotExists(expression.Name("pk"))
-	if replacing != "" {
-		cond = expression.Name("status").Equal(expression.Value(pending)).
-			And(expression.Name("nonce").Equal(expression.Value(replacing)))
-	}
-	p, err := s.auditPutOf(rec, cond)
+	p, err := s.auditPutOf(rec, outcomeCondition(replacing))
 	if err != nil {
 		return false, err
 	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: p.TableName, Item: p.Item, ConditionExpression: p.ConditionExpression,
-		ExpressionAttributeNames: p.ExpressionAttributeNames, ExpressionAttributeValues: p.ExpressionAttributeValues,
-	})
-	return refused(err, fmt.Sprintf("record outcome of %s", rec.CommandID))
+	return refused(putAlone(ctx, s.db, p), fmt.Sprintf("record outcome of %s", rec.CommandID))
+}
+
+// outcomeCondition is the condition of an outcome's put: no outcome yet
+// when replacing is "", else the pending one with that nonce.
+func outcomeCondition(replacing string) expression.ConditionBuilder {
+	if replacing == "" {
+		return expression.AttributeNotExists(expression.Name("pk"))
+	}
+	return expression.Name("status").Equal(expression.Value(pending)).
+		And(expression.Name("nonce").Equal(expression.Value(replacing)))
 }
 
 // refused turns a conditional write's answer into done, false when its
@@ -243,54 +244,14 @@ func (s *Store) confirmLast(ctx context.Context, item machine.Item, self string)
 // for none.
 func settleAlone[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], own string, result any) error {
 	waited := false
+	at := func(auditItem) (string, machine.Item) { return st.table, st.key }
 	for round := 1; round <= maxRounds; round++ {
-		// The item before the outcome: a pending outcome read after an
-		// item that names neither the command nor its pin was not written
-		// before the item was read (the writer that replaced the name
-		// would have confirmed it), and cannot be after.
-		item, err := getRaw(ctx, s.db, st.table, st.key)
-		if err != nil {
+		rec, item, open, err := s.pendingOf(ctx, cmd, own, &waited, at)
+		if err != nil || !open {
+			if err == nil {
+				err = replayOutcome(cmd, rec, result)
+			}
 			return err
-		}
-		rec, found, err := getItem[auditItem](ctx, s.db, s.audit, auditKey(cmd.ID))
-		switch {
-		case err != nil:
-			return err
-		case !found:
-			return errStale // expired meanwhile: decide afresh
-		case rec.Status != pending:
-			return replayOutcome(cmd, rec, result)
-		case rec.Action != cmd.Type:
-			return replayOutcome(cmd, rec, result)
-		}
-		last := lastCommand(item)
-		if item != nil && last == cmd.ID {
-			if _, err := s.confirm(ctx, rec); err != nil {
-				return err
-			}
-			continue // replayed once read confirmed
-		}
-		if item != nil && last == rec.Pin && rec.Nonce != own {
-			// Its own delivery may be writing it now. Aged by the
-			// command's time, the clock every decision here reads.
-			if at, _ := time.Parse(time.RFC3339Nano, rec.At); !waited && cmd.At.Sub(at) < takeoverAfter {
-				waited = true
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(takeoverAfter - cmd.At.Sub(at)):
-				}
-				continue
-			}
-			if err := s.confirmLast(ctx, item, cmd.ID); err != nil {
-				return err
-			}
-			if item, err = s.fence(ctx, st.table, st.key, rec.Pin); err != nil || item == nil {
-				if err == nil {
-					continue // the item moved: look again
-				}
-				return err
-			}
 		}
 		// rec was never written and never will be: decide again.
 		out := st.m.Decide(st.t, item, item, st.in)
@@ -320,6 +281,93 @@ func settleAlone[In any](ctx context.Context, s *Store, cmd Cmd, st step[In], ow
 		}
 	}
 	return fmt.Errorf("settle %s %s: %w", st.m.Name, st.t.Name, errConflict)
+}
+
+// pendingOf reads cmd's recorded outcome until it is final or known never
+// to be written. A pending one its item proves written is confirmed; one
+// whose write may be in flight is left to the delivery that decided it
+// for takeoverAfter (once per delivery of cmd: waited), then its item is
+// fenced. own is the nonce of a decision this delivery put and knows was
+// refused or never sent: not waited for. at names the item a pending
+// outcome was decided on. open reports a pending outcome never written:
+// decide again on item, the item as it now is, replacing the outcome.
+// errStale means cmd has no outcome any more (expired): decide afresh.
+func (s *Store) pendingOf(ctx context.Context, cmd Cmd, own string, waited *bool, at func(auditItem) (string, machine.Item)) (rec auditItem, item machine.Item, open bool, err error) {
+	for round := 1; round <= maxRounds; round++ {
+		first, found, err := getItem[auditItem](ctx, s.db, s.audit, auditKey(cmd.ID))
+		switch {
+		case err != nil:
+			return rec, nil, false, err
+		case !found:
+			return rec, nil, false, errStale
+		case first.Status != pending || first.Action != cmd.Type:
+			return first, nil, false, nil
+		}
+		table, key := at(first)
+		if item, err = getRaw(ctx, s.db, table, key); err != nil {
+			return rec, nil, false, err
+		}
+		// The outcome again, after the item: a pending outcome read after
+		// an item that names neither the command nor its pin was not
+		// written before the item was read (the writer that replaced the
+		// name would have confirmed it), and cannot be after.
+		rec, found, err = getItem[auditItem](ctx, s.db, s.audit, auditKey(cmd.ID))
+		switch {
+		case err != nil:
+			return rec, nil, false, err
+		case !found:
+			return rec, nil, false, errStale
+		case rec.Status != pending || rec.Action != cmd.Type:
+			return rec, nil, false, nil
+		case rec.Nonce != first.Nonce:
+			continue // decided again meanwhile
+		}
+		last := lastCommand(item)
+		if item != nil && last == cmd.ID {
+			if _, err := s.confirm(ctx, rec); err != nil {
+				return rec, nil, false, err
+			}
+			continue // replayed once read confirmed
+		}
+		if item != nil && last == rec.Pin && rec.Nonce != own {
+			if s.awaitTakeover(ctx, cmd, rec, waited) {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return rec, nil, false, err
+			}
+			if err := s.confirmLast(ctx, item, cmd.ID); err != nil {
+				return rec, nil, false, err
+			}
+			if item, err = s.fence(ctx, table, key, rec.Pin); err != nil || item == nil {
+				if err == nil {
+					continue // the item moved: look again
+				}
+				return rec, nil, false, err
+			}
+		}
+		return rec, item, true, nil
+	}
+	return rec, nil, false, fmt.Errorf("settle %s: %w", cmd.ID, errConflict)
+}
+
+// awaitTakeover leaves a pending outcome rec, which its own delivery may
+// be writing now, to that delivery until it is takeoverAfter old by the
+// command's time (the clock every decision here reads), once per
+// delivery: waited reports it was. It returns true when it waited (look
+// again), false when rec is old enough to take over or ctx ended.
+func (s *Store) awaitTakeover(ctx context.Context, cmd Cmd, rec auditItem, waited *bool) bool {
+	at, _ := time.Parse(time.RFC3339Nano, rec.At)
+	if *waited || cmd.At.Sub(at) >= takeoverAfter {
+		return false
+	}
+	*waited = true
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(takeoverAfter - cmd.At.Sub(at)):
+		return true
+	}
 }
 
 // fence replaces the item's last_command_id pin with a fence, so that a

@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -90,7 +91,8 @@ type Sandbox struct {
 	// stale sandbox listed again since (last_synced) cannot be retired.
 	StaleSince int64 `dynamodbav:"stale_since,omitempty" json:"stale_since,omitempty"`
 	// LastCommandID is the command that last changed the sandbox without
-	// a transaction (a release, an expiry: store/outcome.go). It is read
+	// a transaction (an allocation, a release, an expiry:
+	// store/outcome.go). It is read
 	// with the rest, so a deletion decided on a sandbox read into this
 	// struct first confirms that command's outcome.
 	LastCommandID string `dynamodbav:"last_command_id,omitempty" json:"-"`
@@ -126,7 +128,7 @@ func SandboxIDFor(externalID string) string {
 // allocators reads twice as many, up to maxCandidates, so a crowd of
 // allocators spreads over more of the pool instead of colliding on the
 // same few items. A read of more candidates costs a fraction of one
-// lost transaction.
+// lost write.
 const (
 	candidatesPerQuery = 15
 	maxCandidates      = 120
@@ -134,7 +136,7 @@ const (
 
 // triesPerRound bounds the candidates one round writes for: candidates
 // read at the same moment as one just lost are likely taken too, and a
-// fresh, wider read costs less than a transaction that fails.
+// fresh, wider read costs less than writes that fail.
 const triesPerRound = 3
 
 // allocateRounds bounds how often an allocation re-reads the pool after
@@ -145,106 +147,253 @@ const allocateRounds = 8
 // Allocate gives the track an available sandbox, or the live allocation
 // its idempotency key already names. An empty pool is a *Rejection with
 // reason pool_exhausted.
+//
+// It takes no transaction, but the steps of outcome.go, with the key's
+// claim between the outcome and the sandbox: the outcome is put pending
+// on a candidate, the claim is made to name that decision, the sandbox is
+// updated on its pin, and the outcome is confirmed. Of two commands with
+// one key only one allocates: a command that finds the claim naming a
+// decision of another that may still be written leaves it to that
+// command for takeoverAfter, then fences its sandbox, before it claims
+// the key itself (docs/sandbox.md).
 func (s *Store) Allocate(ctx context.Context, cmd Cmd, trackID, idempotencyKey string) (Sandbox, error) {
-	in := machine.SandboxInput{Now: cmd.At.Unix(), TrackID: trackID, IdempotencyKey: idempotencyKey}
-	var sb Sandbox
-	limit := candidatesPerQuery
-	err := retry(ctx, fmt.Sprintf("allocate for %s: every candidate taken in %d rounds", trackID, allocateRounds), allocateRounds, func() (err error) {
-		sb, err = s.allocateRound(ctx, cmd, in, int32(limit))
-		limit = min(2*limit, maxCandidates)
-		return err
+	a := &allocation{s: s, cmd: cmd, limit: candidatesPerQuery,
+		in: machine.SandboxInput{Now: cmd.At.Unix(), TrackID: trackID, IdempotencyKey: idempotencyKey}}
+	err := retry(ctx, fmt.Sprintf("allocate for %s: candidates or the key's claim taken in %d rounds", trackID, allocateRounds), allocateRounds, func() error {
+		return a.round(ctx)
 	})
-	return sb, err
+	return a.sb, err
 }
 
-// allocateRound is one round of Allocate on the claim and the pool as
-// read: errStale when another command claimed the key, or took every
-// candidate, since.
-func (s *Store) allocateRound(ctx context.Context, cmd Cmd, in machine.SandboxInput, limit int32) (Sandbox, error) {
-	trackID, idempotencyKey := in.TrackID, in.IdempotencyKey
-	live, isLive, claim, claimFound, err := s.claimed(ctx, trackID, idempotencyKey)
+// allocation is one delivery of a sandbox.allocate.
+type allocation struct {
+	s   *Store
+	cmd Cmd
+	in  machine.SandboxInput
+	// limit is how many candidates the next round reads.
+	limit int32
+	// claim is the key's claim as last read; claimed is false for none.
+	claim   IdempotencyClaim
+	claimed bool
+	// replacing is the nonce of the command's pending outcome, known
+	// never written: the next decision replaces it; "" for none known.
+	replacing string
+	// own is the nonce of the last decision this delivery put: its write
+	// is sent by this delivery only, so it is never waited for.
+	own string
+	// waited is set once this delivery has waited for a decision that
+	// may still be written; a delivery waits once at most, then fences.
+	waited bool
+	sb     Sandbox
+}
+
+// round is one round of an allocation on the claim and the pool as read:
+// errStale when another command claimed the key, or took every candidate
+// tried, since.
+func (a *allocation) round(ctx context.Context) error {
+	if done, err := a.readClaim(ctx); done || err != nil {
+		return err
+	}
+	candidates, err := a.s.queryStatus(ctx, StatusAvailable, nil, a.limit)
 	if err != nil {
-		return Sandbox{}, fmt.Errorf("allocate for %s: %w", trackID, err)
+		return fmt.Errorf("allocate for %s: %w", a.in.TrackID, err)
 	}
-	if isLive {
-		return s.recordExisting(ctx, cmd, live)
-	}
-	candidates, err := s.queryStatus(ctx, StatusAvailable, nil, limit)
-	if err != nil {
-		return Sandbox{}, fmt.Errorf("allocate for %s: %w", trackID, err)
-	}
+	a.limit = min(2*a.limit, maxCandidates)
 	if len(candidates) == 0 {
 		// An allocation under the same key may have taken the last
 		// sandbox since the claim was read: its claim says so now.
-		live, isLive, _, _, err := s.claimed(ctx, trackID, idempotencyKey)
+		if done, err := a.readClaim(ctx); done || err != nil {
+			return err
+		}
+		rec, err := a.s.outcomeItem(a.cmd, "TRACK#"+a.in.TrackID, Rejected, messages.ReasonPoolExhausted, nil)
 		if err != nil {
-			return Sandbox{}, fmt.Errorf("allocate for %s: %w", trackID, err)
+			return err
 		}
-		if isLive {
-			return s.recordExisting(ctx, cmd, live)
+		if put, err := a.decide(ctx, rec); !put || err != nil {
+			return err
 		}
-		var sb Sandbox
-		err = s.recordRejection(ctx, cmd, "TRACK#"+trackID, &Rejection{Reason: messages.ReasonPoolExhausted, At: cmd.At}, &sb)
-		return sb, err
+		return &Rejection{Reason: rec.Reason, At: a.cmd.At}
 	}
 	// Concurrent allocators start at different candidates, so they
 	// rarely collide on the same item.
 	rand.Shuffle(len(candidates), func(i, j int) { candidates[i], candidates[j] = candidates[j], candidates[i] })
-	sb, taken, err := s.allocateOne(ctx, cmd, in, candidates[:min(len(candidates), triesPerRound)], claim, claimFound)
-	if taken || errors.Is(err, errConflict) {
-		return Sandbox{}, errStale
+	for _, c := range candidates[:min(len(candidates), triesPerRound)] {
+		if done, err := a.try(ctx, c); done || err != nil {
+			return err
+		}
 	}
-	return sb, err
+	return errStale
 }
 
-// allocateOne allocates the first candidate still available, claiming the
-// idempotency key in the same transaction. claimTaken reports that
-// another allocation claimed the key first.
-func (s *Store) allocateOne(ctx context.Context, cmd Cmd, in machine.SandboxInput, candidates []Sandbox, claim IdempotencyClaim, claimFound bool) (sb Sandbox, claimTaken bool, err error) {
-	for _, c := range candidates {
-		read, err := rawItem(c)
-		if err != nil {
-			return Sandbox{}, false, err
-		}
-		st := s.sandboxStep(machine.SandboxAllocate, c.SandboxID, in)
-		claimItem, err := s.claimWrite(Sandbox{SandboxID: c.SandboxID, AllocatedToTrack: in.TrackID, IdempotencyKey: in.IdempotencyKey, AllocatedAt: in.Now}, claim, claimFound)
-		if err != nil {
-			return Sandbox{}, false, err
-		}
-		st.with = []joined{{item: claimItem}}
-		out, err := write(ctx, s, cmd, st, read, &sb)
-		switch {
-		case conflictOn(err, 1):
-			return Sandbox{}, true, nil
-		case errors.Is(err, errStale) || err == nil && !out.Applies():
-			// Another allocator took it since the index was read.
-			continue
-		case err != nil:
-			return Sandbox{}, false, fmt.Errorf("allocate %s for %s: %w", c.SandboxID, in.TrackID, err)
-		}
-		return sb, false, nil
+// readClaim reads the key's claim. done is true when it answered the
+// command: the claim names a live allocation, which is the answer (err
+// is nil or the command's recorded answer), or a decision of another
+// command that may still be written (err is errStale: read again).
+func (a *allocation) readClaim(ctx context.Context) (done bool, err error) {
+	s := a.s
+	a.claim, a.claimed, err = getItem[IdempotencyClaim](ctx, s.db, s.sandboxes, claimKey(a.in.TrackID, a.in.IdempotencyKey))
+	if err != nil || !a.claimed {
+		return false, err
 	}
-	return Sandbox{}, false, errConflict
-}
-
-// recordExisting records that cmd was answered with an allocation made
-// earlier, unless cmd already has an outcome.
-func (s *Store) recordExisting(ctx context.Context, cmd Cmd, sb Sandbox) (Sandbox, error) {
-	put, err := s.newAuditPut(cmd, sandboxEntity(sb.SandboxID), Applied, "", sb)
+	// The deciding command's outcome before the sandbox: once it is no
+	// longer pending as the claim names it, the sandbox's write either
+	// landed before (the sandbox, read next, shows it) or never will.
+	inFlight, err := a.claimPending(ctx)
 	if err != nil {
-		return Sandbox{}, err
+		return false, err
+	}
+	live, isLive, err := s.claimLive(ctx, a.claim, a.in)
+	if err != nil || isLive {
+		if err == nil {
+			err = a.existing(ctx, live)
+		}
+		return true, err
+	}
+	if !inFlight {
+		return false, nil
+	}
+	them := Cmd{ID: a.claim.CommandID, Type: string(messages.SandboxAllocate), At: a.cmd.At}
+	_, _, unwritten, err := s.pendingOf(ctx, them, "", &a.waited, s.pendingSandbox)
+	switch {
+	case errors.Is(err, errStale):
+		return false, nil // its outcome expired
+	case err == nil && unwritten:
+		return false, nil // fenced, or moved on: the claim is spent
+	case err == nil:
+		err = errStale // decided meanwhile: read the claim again
+	}
+	return true, err
+}
+
+// claimPending reports whether the claim names a decision of another
+// command that is still pending: its sandbox's write may still land. A
+// claim naming this command never is: this command's own outcome, put
+// before its claim, is settled first.
+func (a *allocation) claimPending(ctx context.Context) (bool, error) {
+	c := a.claim
+	if c.CommandID == "" || c.CommandID == a.cmd.ID {
+		return false, nil
+	}
+	other, found, err := getItem[auditItem](ctx, a.s.db, a.s.audit, auditKey(c.CommandID))
+	return found && other.Status == pending && other.Nonce == c.Nonce, err
+}
+
+// try allocates candidate c: the outcome decided on it, the key claimed
+// for that decision, the sandbox written. done is false when c was not
+// available after all (the index was behind, or another command took it
+// since): try the next.
+func (a *allocation) try(ctx context.Context, c Sandbox) (done bool, err error) {
+	read, err := rawItem(c)
+	if err != nil {
+		return true, err
+	}
+	st := a.s.sandboxStep(machine.SandboxAllocate, c.SandboxID, a.in)
+	out := st.m.Decide(st.t, read, read, st.in)
+	if !out.Applies() {
+		return false, nil // the index was behind
+	}
+	var sb Sandbox
+	rec, err := a.s.decision(a.cmd, st.entity, read, out, &sb)
+	if err != nil {
+		return true, err
+	}
+	// Ours even if the put's answer is lost and its retry refused.
+	a.own = rec.Nonce
+	if put, err := a.decide(ctx, rec); !put || err != nil {
+		return true, err
+	}
+	a.replacing = rec.Nonce
+	claim := IdempotencyClaim{SandboxID: c.SandboxID, AllocatedAt: a.in.Now, CommandID: a.cmd.ID, Nonce: rec.Nonce}
+	if claimed, err := a.s.putClaim(ctx, a.in, claim, a.claim, a.claimed); !claimed || err != nil {
+		if err == nil {
+			// Claimed since: by another command, or by this put, its
+			// answer lost. The next round reads the claim and knows.
+			err = errStale
+		}
+		return true, err
+	}
+	a.claim, a.claimed = claim, true
+	written, err := writeDecided(ctx, a.s, a.cmd, st, read, rec)
+	switch {
+	case err != nil:
+		return true, err
+	case written:
+		a.sb = sb
+		return true, nil
+	}
+	// Refused: taken since the index was read, or this very write landed
+	// and its answer was lost (the SDK's retry is refused). Settle says.
+	if err := a.settle(ctx); !errors.Is(err, errStale) {
+		return true, err
+	}
+	return false, nil
+}
+
+// decide puts rec as the command's outcome, over the pending one it
+// replaces, if any. put is false when another outcome of the command was
+// there instead: err is then settle's.
+func (a *allocation) decide(ctx context.Context, rec auditItem) (put bool, err error) {
+	if put, err = a.s.putOutcome(ctx, rec, a.replacing); put || err != nil {
+		return put, err
+	}
+	return false, a.settle(ctx)
+}
+
+// settle finishes the command once an outcome of it is found recorded: a
+// final one is its answer, a pending one its sandbox proves written is
+// confirmed and is the answer, and one never written is replaced by the
+// next decision (errStale).
+func (a *allocation) settle(ctx context.Context) error {
+	a.replacing, a.sb = "", Sandbox{}
+	rec, _, unwritten, err := a.s.pendingOf(ctx, a.cmd, a.own, &a.waited, a.s.pendingSandbox)
+	if err != nil || !unwritten {
+		if err == nil {
+			err = replayOutcome(a.cmd, rec, &a.sb)
+		}
+		return err
+	}
+	a.replacing = rec.Nonce
+	return errStale
+}
+
+// existing answers the command with the live allocation sb its key names,
+// recording it (over the pending outcome it replaces, if any) unless the
+// command has an outcome already.
+func (a *allocation) existing(ctx context.Context, sb Sandbox) error {
+	rec, err := a.s.outcomeItem(a.cmd, sandboxEntity(sb.SandboxID), Applied, "", sb)
+	if err != nil {
+		return err
+	}
+	put, err := a.s.auditPutOf(rec, outcomeCondition(a.replacing))
+	if err != nil {
+		return err
 	}
 	// The condition check keeps the answer true at the moment it is recorded.
-	check, err := conditionCheck(s.sandboxes, sandboxKey(sb.SandboxID),
+	check, err := conditionCheck(a.s.sandboxes, sandboxKey(sb.SandboxID),
 		expression.Name("status").Equal(expression.Value(StatusAllocated)).
-			And(expression.Name("allocated_to_track").Equal(expression.Value(sb.AllocatedToTrack))))
+			And(expression.Name("allocated_to_track").Equal(expression.Value(sb.AllocatedToTrack))).
+			And(expression.Name("idempotency_key").Equal(expression.Value(sb.IdempotencyKey))).
+			And(expression.Name("allocated_at").Equal(expression.Value(sb.AllocatedAt))))
 	if err != nil {
-		return Sandbox{}, err
+		return err
 	}
-	if err := s.settle(ctx, cmd, []types.TransactWriteItem{check, put}, &sb); err != nil {
-		return Sandbox{}, fmt.Errorf("record existing allocation %s: %w", sb.SandboxID, err)
+	err = a.s.transact(ctx, []types.TransactWriteItem{check, {Put: put}})
+	switch {
+	case errors.Is(err, errAlreadyApplied):
+		return a.settle(ctx)
+	case errors.Is(err, errConflict):
+		return errStale // released meanwhile
+	case err != nil:
+		return fmt.Errorf("record existing allocation %s: %w", sb.SandboxID, err)
 	}
-	return sb, nil
+	a.sb = sb
+	return nil
+}
+
+// pendingSandbox is the sandbox a pending outcome of an allocation was
+// decided on.
+func (s *Store) pendingSandbox(rec auditItem) (string, machine.Item) {
+	return s.sandboxes, sandboxKey(strings.TrimPrefix(rec.PendingEntity, "ENTITY#"+sandboxEntity("")))
 }
 
 // MarkDeletion releases a sandbox on its owner's request, within the lab

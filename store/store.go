@@ -167,6 +167,16 @@ func putIn(table string, item any, cond expression.ConditionBuilder) (types.Tran
 	}}, nil
 }
 
+// putAlone sends p, a put built as a transaction's item, as one
+// PutItem.
+func putAlone(ctx context.Context, db *dynamodb.Client, p *types.Put) error {
+	_, err := db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: p.TableName, Item: p.Item, ConditionExpression: p.ConditionExpression,
+		ExpressionAttributeNames: p.ExpressionAttributeNames, ExpressionAttributeValues: p.ExpressionAttributeValues,
+	})
+	return err
+}
+
 // getItem reads one item with a strongly consistent read into T.
 func getItem[T any](ctx context.Context, db *dynamodb.Client, table string, key map[string]types.AttributeValue) (T, bool, error) {
 	var v T
