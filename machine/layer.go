@@ -55,8 +55,8 @@ const (
 )
 
 var (
-	layerAttrs = []string{"pk", "sk", "rgn", "pckg", "vrsn", "arn", "requirementsHsh", "published_at"}
-	buildAttrs = []string{"pk", "sk", "pckg", "vrsn", "requirements", "requirementsHsh", "recorded_at"}
+	layerAttrs = []string{"pk", "sk", "rgn", "pckg", "vrsn", "arn", "requirementsHsh", "published_at", "created_by"}
+	buildAttrs = []string{"pk", "sk", "pckg", "vrsn", "requirements", "requirementsHsh", "recorded_at", "created_by"}
 )
 
 // Layer is the state machine of a layer version item. A version is
@@ -120,7 +120,7 @@ var BuildPointer = pointer("build-pointer", messages.BuildRecorded, buildAttrs)
 
 // pointer is the machine of an item that copies the newest row it was
 // given and only ever moves forward: a row older than the one it holds
-// leaves it as it is, checked in the same transaction.
+// leaves it as it is (hold, which writes nothing).
 func pointer(name string, command messages.Type, attrs []string) *Machine[LayerInput] {
 	unchanged := Guard[LayerInput]{Name: "unchanged", Attr: "vrsn", Op: Eq, Value: func(_ LayerInput, read Item) any {
 		return readNumber(read, "vrsn")

@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	dynamodbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/google/uuid"
@@ -431,4 +433,146 @@ func TestLayers_version_delete_refused(t *testing.T) {
 		assert.Equal(t, failed, payloadOf[messages.LayerRejectedPayload](t, ev))
 	}
 	assert.Equal(t, []int64{1}, s.lambdaVersions(region, pkg), "the version is still in Lambda")
+}
+
+// TestLayers_concurrent_publications_leave_one_latest: ten versions of one
+// package published at once, in any order, leave the pointer on the
+// newest, that version the only latest, and every other deprecated.
+func TestLayers_concurrent_publications_leave_one_latest(t *testing.T) {
+	s := newStack(t)
+	s.serve(service.ServeOptions{})
+	const region, pkg, n = "us-east-1", "requests", 10
+	cmds := make([]string, 0, n)
+	for v := n; v >= 1; v-- {
+		cmd := uuid.NewString()
+		cmds = append(cmds, cmd)
+		s.send(cmd, messages.LayerPublished, messages.LayerPublishedPayload{
+			LayerVersionPayload: messages.LayerVersionPayload{Region: region, Package: pkg, Version: v}, ARN: fmt.Sprintf("arn:aws:lambda:%s:123456789012:layer:%s:%d", region, pkg, v),
+		})
+	}
+	for _, cmd := range cmds {
+		s.eventFor(cmd, messages.LayerPublishedEvent)
+	}
+	ptr, found, err := s.svc.Store.LatestLayer(context.Background(), region, pkg)
+	require.NoError(t, err)
+	require.True(t, found)
+	assert.Equal(t, n, ptr.Version)
+	for v := 1; v <= n; v++ {
+		item, ok := s.layerItem(region, pkg, v)
+		require.True(t, ok, "v%d recorded", v)
+		want := store.LayerDeprecated
+		if v == n {
+			want = store.LayerLatest
+		}
+		assert.Equal(t, want, item.Status, "v%d", v)
+	}
+}
+
+// A layer publication whose answer is lost after its pointer moved: the
+// next attempt finds its own version's row and the pointer on it, finishes
+// by deprecating the version before, and answers once.
+func TestLayers_publication_answer_lost_after_the_pointer_moved(t *testing.T) {
+	publishedOnce(t, &lostAnswer{op: "UpdateItem", has: []string{"lyrVrsn0#"}})
+}
+
+// A layer publication whose process dies after putting its version's row,
+// before moving the pointer: the redelivery finds its own row, moves the
+// pointer, deprecates the version before, and answers once.
+func TestLayers_publication_finished_after_a_crash_before_the_pointer(t *testing.T) {
+	publishedOnce(t, &lostAnswer{op: "UpdateItem", has: []string{"lyrVrsn0#"}, die: true})
+}
+
+// publishedOnce publishes v1, then v2 through a process that loses the
+// answer lost matches (the pointer's move to v2), and checks v2 ends up
+// the latest, v1 deprecated, and v2's command answered once.
+func publishedOnce(t *testing.T, lost *lostAnswer) {
+	s := newStack(t)
+	const region, pkg = "us-east-1", "requests"
+	stop := s.serveLosing(t, lost)
+	ev := s.publish(region, pkg, 1, s.publishLambdaLayer(region, pkg))
+	require.Equal(t, messages.LayerPublishedEvent, ev.Envelope.Type)
+
+	cmd := uuid.NewString()
+	arn := s.publishLambdaLayer(region, pkg)
+	s.send(cmd, messages.LayerPublished, messages.LayerPublishedPayload{
+		LayerVersionPayload: messages.LayerVersionPayload{Region: region, Package: pkg, Version: 2}, ARN: arn,
+	})
+	if lost.die {
+		deadline := time.Now().Add(time.Minute)
+		for !lost.hit.Load() && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		require.True(t, lost.hit.Load(), "the fault was reached")
+		v2, _ := s.layerItem(region, pkg, 2)
+		require.Equal(t, store.LayerLatest, v2.Status, "the row is put, the pointer not moved")
+		_ = stop()
+		s.serve(service.ServeOptions{})
+	}
+	p := payloadOf[messages.LayerPublishedEventPayload](t, s.eventFor(cmd, messages.LayerPublishedEvent))
+	require.True(t, lost.hit.Load(), "the fault was reached")
+	assert.True(t, p.Latest)
+	assert.Equal(t, 1, p.Deprecated)
+	assert.Equal(t, arn, p.ARN, "the event carries the version's ARN")
+
+	ptr, found, err := s.svc.Store.LatestLayer(context.Background(), region, pkg)
+	require.NoError(t, err)
+	require.True(t, found)
+	assert.Equal(t, 2, ptr.Version)
+	assert.Equal(t, arn, ptr.ARN)
+	v1, _ := s.layerItem(region, pkg, 1)
+	assert.Equal(t, store.LayerDeprecated, v1.Status)
+	assert.NotZero(t, v1.TTL, "v1 expires")
+	v2, _ := s.layerItem(region, pkg, 2)
+	assert.Equal(t, store.LayerLatest, v2.Status)
+	assert.Equal(t, store.Applied, s.audit(cmd)["status"])
+	time.Sleep(time.Second)
+	assert.Len(t, causedBy(s.collect(time.Second, func([]service.TapEvent) bool { return true }), cmd), 1, "one answer")
+}
+
+// A publication of v2 whose process dies after moving the pointer, before
+// deprecating v1, then v3 published before v2's redelivery: the
+// redelivery finds its own row overtaken and still deprecates v1, which
+// no other command would, so only v3 is left latest.
+func TestLayers_publication_resumed_after_being_overtaken(t *testing.T) {
+	s := newStack(t)
+	const region, pkg = "us-east-1", "requests"
+	// v2's message stays hidden long after its delivery dies, so v3 is
+	// published before it comes back; set before the first receive.
+	queue := s.url(s.svc.Stack.CommandQueue(messages.Layer))
+	setVisibility := func(seconds string) {
+		_, err := s.svc.SQS.SetQueueAttributes(context.Background(), &sqs.SetQueueAttributesInput{
+			QueueUrl: aws.String(queue), Attributes: map[string]string{"VisibilityTimeout": seconds},
+		})
+		require.NoError(t, err)
+	}
+	setVisibility("30")
+	lost := &lostAnswer{op: "UpdateItem", has: []string{"lyrVrsn#v1", `"deprecated"`}, die: true}
+	stopDead := s.serveLosing(t, lost)
+	s.publish(region, pkg, 1, s.publishLambdaLayer(region, pkg))
+	v2 := uuid.NewString()
+	s.send(v2, messages.LayerPublished, messages.LayerPublishedPayload{
+		LayerVersionPayload: messages.LayerVersionPayload{Region: region, Package: pkg, Version: 2}, ARN: s.publishLambdaLayer(region, pkg),
+	})
+	deadline := time.Now().Add(time.Minute)
+	for !lost.hit.Load() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.True(t, lost.hit.Load(), "the fault was reached")
+	_ = stopDead()
+	setVisibility("5")
+
+	s.serve(service.ServeOptions{})
+	ev := s.publish(region, pkg, 3, s.publishLambdaLayer(region, pkg))
+	require.Equal(t, messages.LayerPublishedEvent, ev.Envelope.Type)
+	require.Nil(t, s.audit(v2), "v2 not answered before v3")
+	s.eventFor(v2, messages.LayerPublishedEvent)
+
+	ptr, _, err := s.svc.Store.LatestLayer(context.Background(), region, pkg)
+	require.NoError(t, err)
+	assert.Equal(t, 3, ptr.Version)
+	for v, want := range map[int]string{1: store.LayerDeprecated, 2: store.LayerDeprecated, 3: store.LayerLatest} {
+		item, ok := s.layerItem(region, pkg, v)
+		require.True(t, ok, "v%d recorded", v)
+		assert.Equal(t, want, item.Status, "v%d", v)
+	}
 }

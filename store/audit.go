@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -341,6 +342,12 @@ func replayOutcome(cmd Cmd, item auditItem, result any) error {
 		return &Rejection{Reason: item.Reason, At: at}
 	}
 	if result != nil && item.Details != "" {
+		// Decoded over nothing: a result this delivery filled before it
+		// found the outcome must not show through where the record is
+		// silent.
+		if v := reflect.ValueOf(result); v.Kind() == reflect.Pointer && !v.IsNil() {
+			v.Elem().SetZero()
+		}
 		if err := json.Unmarshal([]byte(item.Details), result); err != nil {
 			return fmt.Errorf("decode recorded result of %s: %w", cmd.ID, err)
 		}

@@ -60,6 +60,9 @@ type LayerVersion struct {
 	// deprecation time plus TRANSIT_LAYER_RETENTION, or the time of a
 	// layer.delete-requested.
 	TTL int64 `dynamodbav:"ttl,omitempty" json:"ttl,omitempty"`
+	// CreatedBy is the command that published the version: a redelivery
+	// of it finds its own row and finishes the publication (writeRow).
+	CreatedBy string `dynamodbav:"created_by,omitempty" json:"-"`
 }
 
 // Build is a build item (pk bld#v<version>) or, with pk bldVrsn0#, the
@@ -80,6 +83,9 @@ type Build struct {
 	RequirementsHash string `dynamodbav:"requirementsHsh" json:"requirements_hash"`
 	// RecordedAt is when transit recorded the build (Unix seconds).
 	RecordedAt int64 `dynamodbav:"recorded_at" json:"recorded_at"`
+	// CreatedBy is the command that recorded the build: a redelivery of
+	// it finds its own row and finishes the record (writeRow).
+	CreatedBy string `dynamodbav:"created_by,omitempty" json:"-"`
 }
 
 // LayerPublication is what publishing a version did.
@@ -107,8 +113,11 @@ const (
 // LayerPK is the partition of a package's versions in a region.
 func LayerPK(region, pkg string) string { return "lyr#" + region + "." + pkg }
 
+// layerSKPrefix starts every layer version's sort key.
+const layerSKPrefix = "lyrVrsn#v"
+
 // LayerSK is a layer version's sort key.
-func LayerSK(version int) string { return "lyrVrsn#v" + strconv.Itoa(version) }
+func LayerSK(version int) string { return layerSKPrefix + strconv.Itoa(version) }
 
 func buildPK(version int) string { return "bld#v" + strconv.Itoa(version) }
 func buildSK(pkg string) string  { return "pckg#" + pkg }
@@ -124,48 +133,57 @@ func layerEntity(region, pkg string, version int) string {
 	return fmt.Sprintf("LAYER#%s.%s#%d", region, pkg, version)
 }
 
-// PublishLayer records a published layer version in one transaction: the
-// version's item as latest, the lyrVrsn0# pointer moved to it, and the
-// previous latest deprecated with a TTL. The pointer only moves forward: a
+// PublishLayer records a published layer version: the version's item as
+// latest, the lyrVrsn0# pointer moved to it, and the previous latest
+// deprecated with a TTL (writeRow). The pointer only moves forward: a
 // version older than the latest is recorded as deprecated straight away.
 // A version already recorded is a *Rejection (already_recorded).
 func (s *Store) PublishLayer(ctx context.Context, cmd Cmd, p messages.LayerPublishedPayload) (LayerPublication, error) {
 	now := cmd.At.Unix()
 	pk := LayerPK(p.Region, p.Package)
 	v := LayerVersion{PK: pk, SK: LayerSK(p.Version), Region: p.Region, Package: p.Package, Version: p.Version,
-		ARN: p.ARN, RequirementsHash: p.RequirementsHash, PublishedAt: now}
+		ARN: p.ARN, RequirementsHash: p.RequirementsHash, PublishedAt: now, CreatedBy: cmd.ID}
 	pointer := v
-	pointer.SK = LayerPointerSK
+	pointer.SK, pointer.CreatedBy = LayerPointerSK, ""
 	in, err := layerInput(cmd, s.layerRetention, v, pointer, p.Version)
 	if err != nil {
 		return LayerPublication{}, err
+	}
+	deprecate := func(version int) step[machine.LayerInput] {
+		return step[machine.LayerInput]{m: machine.Layer, t: machine.Layer.Transition(machine.LayerDeprecate), table: s.layers, key: key(pk, LayerSK(version)), in: in}
 	}
 	rows := rowSteps{
 		row:     step[machine.LayerInput]{m: machine.Layer, table: s.layers, key: key(pk, v.SK), in: in, entity: layerEntity(p.Region, p.Package, p.Version)},
 		pointer: step[machine.LayerInput]{m: machine.LayerPointer, table: s.layers, key: key(pk, LayerPointerSK), in: in},
 		latest:  machine.LayerPublish, late: machine.LayerPublishLate,
+		deprecate: deprecate,
+		stale: func(ctx context.Context) ([]int, error) {
+			// The table, strongly consistent: an index could miss a
+			// version made latest a moment ago.
+			kc := expression.Key("pk").Equal(expression.Value(pk)).And(expression.Key("sk").BeginsWith(layerSKPrefix))
+			filter := expression.Name("dplySts").Equal(expression.Value(LayerLatest)).And(expression.Name("vrsn").LessThan(expression.Value(p.Version)))
+			found, err := query[LayerVersion](ctx, s.db, s.layers, "", kc, &filter, 0)
+			versions := make([]int, len(found))
+			for i, f := range found {
+				versions[i] = f.Version
+			}
+			return versions, err
+		},
 	}
 	var res LayerPublication
-	err = s.writeRow(ctx, cmd, rows, func(latest bool, prev int) ([]types.TransactWriteItem, error) {
-		res = LayerPublication{Latest: latest}
-		if !latest || prev == 0 {
-			return nil, nil
-		}
-		res.Deprecated = prev
-		deprecate := step[machine.LayerInput]{m: machine.Layer, t: machine.Layer.Transition(machine.LayerDeprecate), table: s.layers, key: key(pk, LayerSK(prev)), in: in}
-		item, err := transitionWrite(deprecate, nil)
-		return []types.TransactWriteItem{item}, err
+	err = s.writeRow(ctx, cmd, rows, func(latest bool, replaced int) {
+		res = LayerPublication{Latest: latest, Deprecated: replaced}
 	}, &res.Version, &res)
 	return res, err
 }
 
 // RecordBuild records a build and moves the bldVrsn0# pointer to it, only
-// forward, in one transaction. A build already recorded is a *Rejection.
+// forward (writeRow). A build already recorded is a *Rejection.
 func (s *Store) RecordBuild(ctx context.Context, cmd Cmd, p messages.BuildRecordedPayload) (BuildRecord, error) {
 	b := Build{PK: buildPK(p.Version), SK: buildSK(p.Package), Package: p.Package, Version: p.Version,
-		Requirements: p.Requirements, RequirementsHash: p.RequirementsHash, RecordedAt: cmd.At.Unix()}
+		Requirements: p.Requirements, RequirementsHash: p.RequirementsHash, RecordedAt: cmd.At.Unix(), CreatedBy: cmd.ID}
 	pointer := b
-	pointer.PK = buildPointerPK
+	pointer.PK, pointer.CreatedBy = buildPointerPK, ""
 	in, err := layerInput(cmd, s.layerRetention, b, pointer, p.Version)
 	if err != nil {
 		return BuildRecord{}, err
@@ -176,9 +194,8 @@ func (s *Store) RecordBuild(ctx context.Context, cmd Cmd, p messages.BuildRecord
 		latest:  machine.BuildRecord, late: machine.BuildRecord,
 	}
 	var res BuildRecord
-	err = s.writeRow(ctx, cmd, rows, func(latest bool, _ int) ([]types.TransactWriteItem, error) {
+	err = s.writeRow(ctx, cmd, rows, func(latest bool, _ int) {
 		res = BuildRecord{Latest: latest}
-		return nil, nil
 	}, &res.Build, &res)
 	return res, err
 }
@@ -197,77 +214,178 @@ func layerInput(cmd Cmd, retention time.Duration, row, pointer any, version int)
 
 // rowSteps are a versioned row and the pointer to its package's latest
 // version: the row takes latest when the pointer advances to it, late
-// when the pointer holds a newer one.
+// when the pointer holds a newer one. For a layer version, deprecate is
+// the transition of an older version replaced (the one the pointer held,
+// or the row itself, overtaken), and stale lists the versions older than
+// the row still latest in its region.
 type rowSteps struct {
 	row, pointer step[machine.LayerInput]
 	latest, late string
+	deprecate    func(version int) step[machine.LayerInput]
+	stale        func(context.Context) ([]int, error)
 }
 
-// writeRow creates a versioned row and moves its pointer only forward, in
-// one transaction with the command's outcome, reading the pointer again
-// while it moves under the write. also adds the transaction's other
-// writes, told whether the row is the latest and the version it replaces
-// (0 for none), and fills the outcome. A row already there is a
-// *Rejection, its reason decided on the item DynamoDB returns.
-func (s *Store) writeRow(ctx context.Context, cmd Cmd, rows rowSteps, also func(latest bool, replaced int) ([]types.TransactWriteItem, error), snapshot, result any) error {
-	return retry(ctx, rows.row.entity, allocateRounds, func() error {
+// createdByAttr names the command that created a versioned row.
+const createdByAttr = "created_by"
+
+// writeRow creates a versioned row and moves its pointer only forward,
+// without a transaction, which would bill every write and index entry
+// twice (DECISIONS.md, "Layer publications without a transaction"):
+//
+//  1. the row is put, under attribute_not_exists, naming the command
+//     (created_by): the proof the command took effect;
+//  2. the pointer advances to it, on condition that it is still as read;
+//     a pointer that holds a newer row leaves this one late (a row put
+//     as latest and overtaken meanwhile is deprecated again);
+//  3. the row the pointer held before is deprecated;
+//  4. the outcome is recorded, last.
+//
+// A delivery that finds the row its command created finishes the steps
+// after it: each is conditional and moves only forward, so one repeated
+// changes nothing. fill is told whether the row is the latest and the
+// version it replaced (0 for none) and fills result; snapshot, part of
+// it, then receives the row. A row another command created is a
+// *Rejection, its reason decided on the row.
+func (s *Store) writeRow(ctx context.Context, cmd Cmd, rows rowSteps, fill func(latest bool, replaced int), snapshot, result any) error {
+	// Answered already: replayed, without writing again (its row may be
+	// gone since, deleted on request).
+	if done, err := s.recorded(ctx, cmd, result); done || err != nil {
+		return err
+	}
+	var row machine.Item // the row as this command created it
+	var latest bool
+	var replaced int
+	// resumed is set when the row was there already, this command's: an
+	// earlier attempt may have moved the pointer before it stopped.
+	resumed := false
+	err := retry(ctx, rows.row.entity, allocateRounds, func() error {
 		ptr, err := getRaw(ctx, s.db, rows.pointer.table, rows.pointer.key)
 		if err != nil {
 			return fmt.Errorf("%s: %w", rows.row.entity, err)
 		}
-		pointer, row := rows.pointer, rows.row
-		pointer.t, row.t = pointerTransition(ptr, pointer), row.m.Transition(rows.latest)
-		if pointer.t.Name == machine.PointerHold {
-			row.t = row.m.Transition(rows.late)
+		pointer := rows.pointer
+		pointer.t = pointerTransition(ptr, pointer)
+		if row == nil {
+			create := rows.row
+			create.t = create.m.Transition(rows.latest)
+			if pointer.t.Name == machine.PointerHold {
+				create.t = create.m.Transition(rows.late)
+			}
+			var ours bool
+			if row, ours, resumed, err = s.createRow(ctx, cmd, create); err != nil || !ours {
+				if err == nil {
+					refused := create.m.Decide(create.t, row, nil, create.in)
+					err = s.recordRejection(ctx, cmd, create.entity, &Rejection{Reason: refused.Reason, At: cmd.At}, result)
+				}
+				row = nil
+				return err
+			}
 		}
-		// Both are decided to apply on what was read; DynamoDB's verdict
-		// on the write is what counts.
-		out, rowItem, err := decidedWrite(row, nil)
-		if err != nil {
-			return err
-		}
-		_, ptrItem, err := decidedWrite(pointer, ptr)
-		if err != nil {
-			return err
-		}
-		var replaced int
+		var held int
 		if ptr != nil {
-			if err := attributevalue.Unmarshal(ptr["vrsn"], &replaced); err != nil {
+			if err := attributevalue.Unmarshal(ptr["vrsn"], &held); err != nil {
 				return fmt.Errorf("decode pointer of %s: %w", rows.row.entity, err)
 			}
 		}
-		more, err := also(pointer.t.Name != machine.PointerHold, replaced)
-		if err != nil {
-			return err
-		}
-		if err := attributevalue.UnmarshalMap(out.Next, snapshot); err != nil {
-			return fmt.Errorf("decode %s: %w", rows.row.entity, err)
-		}
-		put, err := s.newAuditPut(cmd, row.entity, Applied, "", result)
-		if err != nil {
-			return err
-		}
-		items := append(append([]types.TransactWriteItem{rowItem, ptrItem}, more...), put)
-		err = s.settle(ctx, cmd, items, result)
-		var ce *conflictError
+		v := rows.row.in.Version
 		switch {
-		case errors.As(err, &ce) && ce.item == 0 && !ce.raced:
-			current := ce.current
-			if current == nil {
-				// An emulator that does not return the item with its refusal.
-				if current, err = getRaw(ctx, s.db, row.table, row.key); err != nil {
+		case ptr != nil && held == v:
+			// Moved by an earlier attempt of this command whose answer
+			// was lost: the version it replaced is not known, but every
+			// older one still latest is.
+			latest, replaced = true, 0
+			return s.deprecateStale(ctx, rows, &replaced)
+		case ptr != nil && held > v:
+			latest, replaced = false, 0
+			if rows.deprecate == nil {
+				return nil
+			}
+			if state, _ := row[rows.row.m.State].(*types.AttributeValueMemberS); state != nil && state.Value == machine.LayerLatest {
+				// Put as latest, overtaken before the pointer moved.
+				if err := s.deprecateRow(ctx, rows.deprecate(v)); err != nil {
+					return err
+				}
+				if row, err = getRaw(ctx, s.db, rows.row.table, rows.row.key); err != nil {
 					return err
 				}
 			}
-			refused := row.m.Decide(row.t, current, nil, row.in)
-			return s.recordRejection(ctx, cmd, row.entity, &Rejection{Reason: refused.Reason, At: cmd.At}, result)
-		case errors.Is(err, errConflict):
-			return errStale // the pointer moved: decide again
-		case err != nil:
-			return fmt.Errorf("%s: %w", row.entity, err)
+			if resumed {
+				// An earlier attempt may have moved the pointer to this
+				// row and stopped before deprecating the one before.
+				return s.deprecateStale(ctx, rows, new(int))
+			}
+			return nil
+		}
+		if _, out, err := writeAlone(ctx, s.db, pointer, ptr); err != nil || !out.Applies() {
+			if err == nil {
+				err = errStale
+			}
+			return err // moved since it was read: read it again
+		}
+		latest, replaced = true, held
+		if rows.deprecate != nil && held > 0 {
+			return s.deprecateRow(ctx, rows.deprecate(held))
 		}
 		return nil
 	})
+	if err != nil || row == nil {
+		return err // a rejection, recorded or replayed
+	}
+	fill(latest, replaced)
+	if err := attributevalue.UnmarshalMap(row, snapshot); err != nil {
+		return fmt.Errorf("decode %s: %w", rows.row.entity, err)
+	}
+	_, err = s.record(ctx, cmd, rows.row.entity, Applied, "", result, result)
+	return err
+}
+
+// createRow puts the row st creates (naming cmd, created_by). ours is
+// false when a row was there already that another command created; row
+// is then that one. A row cmd created before is returned as it is, for
+// this delivery to finish (resumed).
+func (s *Store) createRow(ctx context.Context, cmd Cmd, st step[machine.LayerInput]) (row machine.Item, ours, resumed bool, err error) {
+	written, out, err := writeAlone(ctx, s.db, st, nil)
+	if err != nil || out.Applies() {
+		return written, err == nil, false, err
+	}
+	if row, err = getRaw(ctx, s.db, st.table, st.key); err != nil || row == nil {
+		if err == nil {
+			err = errStale // gone meanwhile: put it again
+		}
+		return nil, false, false, err
+	}
+	by, _ := row[createdByAttr].(*types.AttributeValueMemberS)
+	ours = by != nil && by.Value == cmd.ID
+	return row, ours, ours, nil
+}
+
+// deprecateRow deprecates the version st names if it is still latest;
+// one already deprecated, deleted or gone is left.
+func (s *Store) deprecateRow(ctx context.Context, st step[machine.LayerInput]) error {
+	if _, _, err := writeAlone(ctx, s.db, st, nil); err != nil && !errors.Is(err, errStale) {
+		return err
+	}
+	return nil
+}
+
+// deprecateStale deprecates every version older than the row still
+// latest in its region (read from the index, which may lag), and sets
+// replaced to the newest of them.
+func (s *Store) deprecateStale(ctx context.Context, rows rowSteps, replaced *int) error {
+	if rows.stale == nil {
+		return nil
+	}
+	versions, err := rows.stale(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", rows.row.entity, err)
+	}
+	for _, v := range versions {
+		if err := s.deprecateRow(ctx, rows.deprecate(v)); err != nil {
+			return err
+		}
+		*replaced = max(*replaced, v)
+	}
+	return nil
 }
 
 // pointerTransition is the pointer's transition for the row: point when

@@ -298,7 +298,8 @@ func transitionWrite[In any](st step[In], read machine.Item) (types.TransactWrit
 }
 
 // writeAlone makes a transition that records no command outcome (a shard
-// claim, a firing taken) as one conditional write, decided by DynamoDB on
+// claim, a firing taken, a layer's row, pointer or previous version) as
+// one conditional write, decided by DynamoDB on
 // the item as it is: nothing is read first, and a refusal is decided on
 // the item DynamoDB returns with it. It returns the item as written.
 func writeAlone[In any](ctx context.Context, db *dynamodb.Client, st step[In], read machine.Item) (machine.Item, machine.Outcome, error) {

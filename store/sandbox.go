@@ -817,16 +817,6 @@ func (s *Store) TrackSandboxes(ctx context.Context, trackID string) ([]Sandbox, 
 	return s.query(ctx, "TrackIndex", expression.Key("allocated_to_track").Equal(expression.Value(trackID)), nil, 0)
 }
 
-// settle runs a transaction ending in the audit put and, when the command
-// turns out to be applied already, replays its recorded outcome into out.
-func (s *Store) settle(ctx context.Context, cmd Cmd, items []types.TransactWriteItem, out any) error {
-	err := s.transact(ctx, items)
-	if errors.Is(err, errAlreadyApplied) {
-		return s.replay(ctx, cmd, out)
-	}
-	return err
-}
-
 func (s *Store) queryStatus(ctx context.Context, status string, sortKey *expression.KeyConditionBuilder, limit int32) ([]Sandbox, error) {
 	kc := expression.Key("status").Equal(expression.Value(status))
 	if sortKey != nil {
