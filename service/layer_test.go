@@ -498,11 +498,7 @@ func publishedOnce(t *testing.T, lost *lostAnswer) {
 		LayerVersionPayload: messages.LayerVersionPayload{Region: region, Package: pkg, Version: 2}, ARN: arn,
 	})
 	if lost.die {
-		deadline := time.Now().Add(time.Minute)
-		for !lost.hit.Load() && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		require.True(t, lost.hit.Load(), "the fault was reached")
+		lost.await(t)
 		v2, _ := s.layerItem(region, pkg, 2)
 		require.Equal(t, store.LayerLatest, v2.Status, "the row is put, the pointer not moved")
 		_ = stop()
@@ -553,11 +549,7 @@ func TestLayers_publication_resumed_after_being_overtaken(t *testing.T) {
 	s.send(v2, messages.LayerPublished, messages.LayerPublishedPayload{
 		LayerVersionPayload: messages.LayerVersionPayload{Region: region, Package: pkg, Version: 2}, ARN: s.publishLambdaLayer(region, pkg),
 	})
-	deadline := time.Now().Add(time.Minute)
-	for !lost.hit.Load() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	require.True(t, lost.hit.Load(), "the fault was reached")
+	lost.await(t)
 	_ = stopDead()
 	setVisibility("5")
 

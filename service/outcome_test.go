@@ -71,6 +71,16 @@ func (c *lostAnswer) Do(r *http.Request) (*http.Response, error) {
 	return nil, errors.New("injected: the answer was lost")
 }
 
+// await waits until the fault is reached, for at most a minute.
+func (c *lostAnswer) await(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !c.hit.Load() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.True(t, c.hit.Load(), "the fault was reached")
+}
+
 // serveLosing serves the stack with a service whose DynamoDB answer to the
 // request lost matches is dropped, and the SDK does not retry it.
 func (s *stack) serveLosing(t *testing.T, lost *lostAnswer) (stop func() error) {
@@ -158,11 +168,7 @@ func TestSandbox_cleanup_confirms_a_release_left_pending(t *testing.T) {
 	stopDead := s.serveLosing(t, lost)
 	release := uuid.NewString()
 	s.send(release, messages.SandboxMarkDeletion, messages.SandboxMarkDeletionPayload{SandboxID: id, TrackID: "track-1"})
-	deadline := time.Now().Add(time.Minute)
-	for !lost.hit.Load() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	require.True(t, lost.hit.Load(), "the fault was reached")
+	lost.await(t)
 	died := time.Now()
 	require.Equal(t, "pending", s.audit(release)["status"])
 
@@ -224,11 +230,7 @@ func TestSandbox_allocation_claim_taken_over_after_a_crash(t *testing.T) {
 	first := uuid.NewString()
 	payload := messages.SandboxAllocatePayload{TrackID: "track-1", IdempotencyKey: "key-1"}
 	s.send(first, messages.SandboxAllocate, payload)
-	deadline := time.Now().Add(time.Minute)
-	for !lost.hit.Load() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	require.True(t, lost.hit.Load(), "the fault was reached")
+	lost.await(t)
 	require.Equal(t, "pending", s.audit(first)["status"])
 	_ = stopDead()
 
@@ -263,11 +265,7 @@ func TestSandbox_allocation_paused_before_its_write_is_fenced(t *testing.T) {
 	first, second := uuid.NewString(), uuid.NewString()
 	payload := messages.SandboxAllocatePayload{TrackID: "track-1", IdempotencyKey: "key-1"}
 	s.send(first, messages.SandboxAllocate, payload)
-	deadline := time.Now().Add(time.Minute)
-	for !lost.hit.Load() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	require.True(t, lost.hit.Load(), "the fault was reached")
+	lost.await(t)
 	paused, _ := s.audit(first)["pending_entity"].(string)
 	require.NotEmpty(t, paused, "the first's outcome is pending on a sandbox")
 
