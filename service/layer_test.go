@@ -19,7 +19,6 @@ import (
 	dynamodbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/google/uuid"
@@ -525,38 +524,26 @@ func publishedOnce(t *testing.T, lost *lostAnswer) {
 	assert.Len(t, causedBy(s.collect(time.Second, func([]service.TapEvent) bool { return true }), cmd), 1, "one answer")
 }
 
-// A publication of v2 whose process dies after moving the pointer, before
-// deprecating v1, then v3 published before v2's redelivery: the
-// redelivery finds its own row overtaken and still deprecates v1, which
-// no other command would, so only v3 is left latest.
+// A publication of v2 paused after moving the pointer, before deprecating
+// v1, then v3 published meanwhile, then v2's request fails and it is tried
+// again: the retry finds its own row overtaken and still deprecates v1,
+// which no other command would, so only v3 is left latest.
 func TestLayers_publication_resumed_after_being_overtaken(t *testing.T) {
 	s := newStack(t)
 	const region, pkg = "us-east-1", "requests"
-	// v2's message stays hidden long after its delivery dies, so v3 is
-	// published before it comes back; set before the first receive.
-	queue := s.url(s.svc.Stack.CommandQueue(messages.Layer))
-	setVisibility := func(seconds string) {
-		_, err := s.svc.SQS.SetQueueAttributes(context.Background(), &sqs.SetQueueAttributesInput{
-			QueueUrl: aws.String(queue), Attributes: map[string]string{"VisibilityTimeout": seconds},
-		})
-		require.NoError(t, err)
-	}
-	setVisibility("30")
-	lost := &lostAnswer{op: "UpdateItem", has: []string{"lyrVrsn#v1", `"deprecated"`}, die: true}
-	stopDead := s.serveLosing(t, lost)
+	lost := &lostAnswer{op: "UpdateItem", has: []string{"lyrVrsn#v1", `"deprecated"`}, stall: make(chan struct{}), drop: true}
+	s.serveLosing(t, lost)
 	s.publish(region, pkg, 1, s.publishLambdaLayer(region, pkg))
 	v2 := uuid.NewString()
 	s.send(v2, messages.LayerPublished, messages.LayerPublishedPayload{
 		LayerVersionPayload: messages.LayerVersionPayload{Region: region, Package: pkg, Version: 2}, ARN: s.publishLambdaLayer(region, pkg),
 	})
 	lost.await(t)
-	_ = stopDead()
-	setVisibility("5")
 
-	s.serve(service.ServeOptions{})
 	ev := s.publish(region, pkg, 3, s.publishLambdaLayer(region, pkg))
 	require.Equal(t, messages.LayerPublishedEvent, ev.Envelope.Type)
 	require.Nil(t, s.audit(v2), "v2 not answered before v3")
+	close(lost.stall)
 	s.eventFor(v2, messages.LayerPublishedEvent)
 
 	ptr, _, err := s.svc.Store.LatestLayer(context.Background(), region, pkg)

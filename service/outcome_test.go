@@ -30,13 +30,15 @@ import (
 // not sent at all, and every request after it fails too: the process is
 // gone before the write, and cannot even nack. With stall set, that
 // request waits until stall is closed, then goes on and is answered: a
-// delivery paused just before its write.
+// delivery paused just before its write; with drop set too, it then fails
+// unsent, and the delivery goes on to retry.
 type lostAnswer struct {
 	next  aws.HTTPClient
 	op    string
 	has   []string
 	die   bool
 	stall chan struct{}
+	drop  bool
 	hit   atomic.Bool
 }
 
@@ -62,6 +64,9 @@ func (c *lostAnswer) Do(r *http.Request) (*http.Response, error) {
 		return nil, errors.New("injected: the process is gone")
 	case c.stall != nil:
 		<-c.stall
+		if c.drop {
+			return nil, errors.New("injected: the request was dropped")
+		}
 		return c.next.Do(r)
 	}
 	resp, err := c.next.Do(r)

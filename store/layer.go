@@ -255,8 +255,9 @@ func (s *Store) writeRow(ctx context.Context, cmd Cmd, rows rowSteps, fill func(
 	var row machine.Item // the row as this command created it
 	var latest bool
 	var replaced int
-	// resumed is set when the row was there already, this command's: an
-	// earlier attempt may have moved the pointer before it stopped.
+	// resumed is set when the row was there already, this command's, or
+	// a pointer write was refused: an earlier attempt may have moved the
+	// pointer, and stopped before deprecating the version it replaced.
 	resumed := false
 	err := retry(ctx, rows.row.entity, allocateRounds, func() error {
 		ptr, err := getRaw(ctx, s.db, rows.pointer.table, rows.pointer.key)
@@ -305,8 +306,12 @@ func (s *Store) writeRow(ctx context.Context, cmd Cmd, rows rowSteps, fill func(
 				if err := s.deprecateRow(ctx, rows.deprecate(v)); err != nil {
 					return err
 				}
-				if row, err = getRaw(ctx, s.db, rows.row.table, rows.row.key); err != nil {
+				now, err := getRaw(ctx, s.db, rows.row.table, rows.row.key)
+				if err != nil {
 					return err
+				}
+				if now != nil {
+					row = now
 				}
 			}
 			if resumed {
@@ -318,9 +323,12 @@ func (s *Store) writeRow(ctx context.Context, cmd Cmd, rows rowSteps, fill func(
 		}
 		if _, out, err := writeAlone(ctx, s.db, pointer, ptr); err != nil || !out.Applies() {
 			if err == nil {
-				err = errStale
+				// Moved since it was read, perhaps by this very write (the
+				// SDK's retry of one that landed is refused): read it again
+				// as an earlier attempt would.
+				resumed, err = true, errStale
 			}
-			return err // moved since it was read: read it again
+			return err
 		}
 		latest, replaced = true, held
 		if rows.deprecate != nil && held > 0 {
@@ -369,8 +377,7 @@ func (s *Store) deprecateRow(ctx context.Context, st step[machine.LayerInput]) e
 }
 
 // deprecateStale deprecates every version older than the row still
-// latest in its region (read from the index, which may lag), and sets
-// replaced to the newest of them.
+// latest in its region, and sets replaced to the newest of them.
 func (s *Store) deprecateStale(ctx context.Context, rows rowSteps, replaced *int) error {
 	if rows.stale == nil {
 		return nil

@@ -92,9 +92,9 @@ type Sandbox struct {
 	StaleSince int64 `dynamodbav:"stale_since,omitempty" json:"stale_since,omitempty"`
 	// LastCommandID is the command that last changed the sandbox without
 	// a transaction (an allocation, a release, an expiry:
-	// store/outcome.go). It is read
-	// with the rest, so a deletion decided on a sandbox read into this
-	// struct first confirms that command's outcome.
+	// store/outcome.go). It is read with the rest, so a deletion decided
+	// on a sandbox read into this struct first confirms that command's
+	// outcome.
 	LastCommandID string `dynamodbav:"last_command_id,omitempty" json:"-"`
 }
 
