@@ -18,6 +18,7 @@ type timerStore interface {
 	StartFiring(ctx context.Context, cmd store.Cmd, shard int, id, uuid string, executeAt, until time.Time) (store.Timer, error)
 	RecordedFiring(ctx context.Context, cmd store.Cmd) (store.Firing, bool, error)
 	FinishFiring(ctx context.Context, cmd store.Cmd, t store.Timer, f store.Firing) (store.Firing, error)
+	SettleFiring(ctx context.Context, cmd store.Cmd, t store.Timer, f store.Firing) error
 }
 
 // timerShards says which shard a timer is in and at which version a
@@ -147,9 +148,10 @@ func (h *Timer) atVersion(ctx context.Context, shard int, write func(version int
 }
 
 // due runs one firing: it takes the firing (one delivery calls back at a
-// time), calls back, and records the outcome with the timer's change. A
-// firing that already has an outcome re-emits it without calling again;
-// one whose timer was deleted, replaced or moved on does nothing.
+// time), calls back, records the outcome, then changes the timer. A
+// firing that already has an outcome re-emits it without calling again,
+// and finishes the timer's change if its delivery stopped before it; one
+// whose timer was deleted, replaced or moved on does nothing.
 func (h *Timer) due(ctx context.Context, c store.Cmd, p *messages.TimerDuePayload) ([]messages.Out, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -165,6 +167,17 @@ func (h *Timer) due(ctx context.Context, c store.Cmd, p *messages.TimerDuePayloa
 	}
 	if err != nil {
 		return nil, err
+	}
+	// Taken again after a delivery that recorded the outcome stopped
+	// before the timer's change (its hold lapsed): settle, do not call.
+	if f, done, err := h.store.RecordedFiring(ctx, c); err != nil || done {
+		if err == nil {
+			err = h.store.SettleFiring(ctx, c, t, f)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return firingEvents(f), nil
 	}
 	callCtx, cancel := context.WithDeadline(ctx, deadline.Add(-finishReserve))
 	h.late(h.now().Sub(t.ExecuteAt.Time))

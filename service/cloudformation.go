@@ -415,7 +415,7 @@ func grants() []grant {
 			"dynamodb:UpdateItem": {"dynamodb.UpdateItem", "dynamodb.TransactWriteItems.Update"},
 			// Transactions are authorized item by item, by the action of
 			// each item's kind.
-			"dynamodb:DeleteItem":         {"dynamodb.TransactWriteItems.Delete"},
+			"dynamodb:DeleteItem":         {"dynamodb.DeleteItem", "dynamodb.TransactWriteItems.Delete"},
 			"dynamodb:ConditionCheckItem": {"dynamodb.TransactWriteItems.ConditionCheck"},
 			"dynamodb:BatchGetItem":       {"dynamodb.BatchGetItem"},
 			// The fan-in finds a table's stream by it; /readyz checks

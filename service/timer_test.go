@@ -661,3 +661,50 @@ func TestTimers_firing_refusals(t *testing.T) {
 	_, found = s.timerStored("refusals")
 	assert.False(t, found)
 }
+
+// A firing whose process died after recording the outcome and before the
+// timer's change: the next delivery takes the firing again once the dead
+// one's hold lapses, finds the outcome, and deletes the timer without
+// calling back a second time.
+func TestTimers_firing_settled_after_a_crash_before_the_timer_change(t *testing.T) {
+	s := newStack(t, func(c *config.Config) { c.TimerShards = 1 })
+	lost := &lostAnswer{op: "DeleteItem", has: []string{"timer_firing_by"}, die: true}
+	stopDead := s.serveLosing(t, lost)
+	cb := newCallbacks(t)
+	s.createTimers(cb.URL, map[string]time.Time{"crash": time.Now().Add(time.Second)}, nil)
+	lost.await(t)
+	require.Len(t, cb.of("crash"), 1)
+	held, found := s.timerStored("crash")
+	require.True(t, found, "the process died before the timer's change")
+	due := messages.DerivedID(held.UUID, messages.TimerDue, held.ExecuteAt.String())
+	assert.Equal(t, due, held.FiringBy)
+	assert.Equal(t, store.Applied, s.audit(due)["status"], "the outcome was recorded first")
+
+	require.NoError(t, stopDead())
+	s.serve(service.ServeOptions{})
+	fired := payloadOf[messages.TimerFiredPayload](t, s.eventFor(due, messages.TimerFired))
+	assert.Equal(t, held.UUID, fired.TimerUUID)
+	_, found = s.timerStored("crash")
+	assert.False(t, found, "deleted by the next delivery")
+	time.Sleep(time.Second)
+	assert.Len(t, cb.of("crash"), 1, "called back once")
+}
+
+// A firing whose timer change landed but whose answer was lost: the next
+// delivery finds the timer gone and the outcome recorded, and re-emits
+// timer.fired without calling back again.
+func TestTimers_firing_answer_lost_after_the_timer_change(t *testing.T) {
+	s := newStack(t, func(c *config.Config) { c.TimerShards = 1 })
+	lost := &lostAnswer{op: "DeleteItem", has: []string{"timer_firing_by"}}
+	s.serveLosing(t, lost)
+	cb := newCallbacks(t)
+	s.createTimers(cb.URL, map[string]time.Time{"lost": time.Now().Add(time.Second)}, nil)
+	fired := s.timerEvents(messages.TimerFired, 1, time.Minute)["lost"]
+	require.NotEmpty(t, fired)
+	require.True(t, lost.hit.Load(), "the fault was reached")
+	_, found := s.timerStored("lost")
+	assert.False(t, found)
+	time.Sleep(time.Second)
+	assert.Len(t, cb.of("lost"), 1, "called back once")
+	assert.Len(t, eventIDs(fired), 1)
+}

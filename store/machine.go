@@ -298,10 +298,11 @@ func transitionWrite[In any](st step[In], read machine.Item) (types.TransactWrit
 }
 
 // writeAlone makes a transition that records no command outcome (a shard
-// claim, a firing taken, a layer's row, pointer or previous version) as
-// one conditional write, decided by DynamoDB on
-// the item as it is: nothing is read first, and a refusal is decided on
-// the item DynamoDB returns with it. It returns the item as written.
+// claim, a firing taken or settled, a layer's row, pointer or previous
+// version) as one conditional write, decided by DynamoDB on the item as
+// it is: nothing is read first, and a refusal is decided on the item
+// DynamoDB returns with it. It returns the item as written (nil when
+// deleted).
 func writeAlone[In any](ctx context.Context, db *dynamodb.Client, st step[In], read machine.Item) (machine.Item, machine.Outcome, error) {
 	item, err := transitionWrite(st, read)
 	if err != nil {
@@ -325,8 +326,13 @@ func writeAlone[In any](ctx context.Context, db *dynamodb.Client, st step[In], r
 		if err == nil {
 			written = out.Attributes
 		}
+	case item.Delete != nil:
+		d := item.Delete
+		_, err = db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: d.TableName, Key: d.Key,
+			ConditionExpression: d.ConditionExpression, ExpressionAttributeNames: d.ExpressionAttributeNames,
+			ExpressionAttributeValues: d.ExpressionAttributeValues, ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld})
 	default:
-		return nil, machine.Outcome{}, fmt.Errorf("%s %s: not a single put or update", st.m.Name, st.t.Name)
+		return nil, machine.Outcome{}, fmt.Errorf("%s %s: not a single put, update or delete", st.m.Name, st.t.Name)
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {

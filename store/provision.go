@@ -199,7 +199,7 @@ func createTableInput(name string, t Table, c Capacity) *dynamodb.CreateTableInp
 		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, types.GlobalSecondaryIndex{
 			IndexName:             aws.String(ix.Name),
 			KeySchema:             schema(ix.PartitionKey, ix.SortKey),
-			Projection:            &types.Projection{ProjectionType: types.ProjectionTypeAll},
+			Projection:            ix.Projection(),
 			ProvisionedThroughput: throughput(c.index(t, ix)),
 		})
 	}
@@ -207,7 +207,7 @@ func createTableInput(name string, t Table, c Capacity) *dynamodb.CreateTableInp
 		in.LocalSecondaryIndexes = append(in.LocalSecondaryIndexes, types.LocalSecondaryIndex{
 			IndexName:  aws.String(ix.Name),
 			KeySchema:  schema(t.PartitionKey, ix.SortKey),
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+			Projection: ix.Projection(),
 		})
 	}
 	if t.Stream != "" {

@@ -31,17 +31,29 @@ type Attribute struct {
 	Type types.ScalarAttributeType
 }
 
-// Index is a secondary index projecting all attributes.
+// Index is a secondary index.
 type Index struct {
 	Name         string
 	PartitionKey Attribute
 	SortKey      Attribute
+	// Include names the attributes the index carries besides the keys;
+	// none means all of them. A write that changes none of its
+	// attributes costs the index nothing.
+	Include []string
 	// Capacity is a global index's units when the tables are
 	// provisioned; zero takes its table's (Capacity.index). Its writes
 	// must be at least its table's: every table write that touches the
 	// index costs it a write too, and an index short of write units
 	// throttles the table's writes.
 	Capacity Throughput
+}
+
+// Projection is the index's projection as DynamoDB takes it.
+func (ix Index) Projection() *types.Projection {
+	if len(ix.Include) == 0 {
+		return &types.Projection{ProjectionType: types.ProjectionTypeAll}
+	}
+	return &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: ix.Include}
 }
 
 func str(name string) Attribute { return Attribute{Name: name, Type: types.ScalarAttributeTypeS} }
@@ -115,13 +127,17 @@ var Layers = Table{
 // ExecuteAtIndex orders a shard's timers by due time; its sort key
 // carries the timer's uuid after the time, so two timers due in the same
 // millisecond are distinct and a page boundary never splits a tie. Shard
-// records have no such attribute and stay out of the index.
+// records have no such attribute and stay out of the index. The index
+// carries what a poll sends and `transit query timers` lists, not the
+// firing hold, so taking a firing writes the table alone.
 var Timers = Table{
 	Name:         "timers",
 	PartitionKey: num("shard_id"),
 	SortKey:      str("sort_key"),
 	LocalIndexes: []Index{
-		{Name: "ExecuteAtIndex", SortKey: str("timer_execute_at_with_uuid")},
+		{Name: "ExecuteAtIndex", SortKey: str("timer_execute_at_with_uuid"), Include: []string{
+			"timer_id", "timer_uuid", "timer_execute_at", "timer_attempts", "timer_callback_url", "timer_correlation_id", "timer_created_by",
+		}},
 	},
 	Capacity: defaultCapacity,
 }

@@ -375,7 +375,7 @@ func (s *Store) GetTimer(ctx context.Context, shard int, id string) (Timer, bool
 }
 
 // DueTimers lists a shard's timers due before the given time, earliest
-// first.
+// first, with the attributes ExecuteAtIndex carries (Timers).
 func (s *Store) DueTimers(ctx context.Context, shard int, before time.Time) ([]Timer, error) {
 	kc := expression.Key("shard_id").Equal(expression.Value(shard)).
 		And(expression.Key("timer_execute_at_with_uuid").LessThan(expression.Value(At(before).String())))
@@ -443,12 +443,30 @@ func (s *Store) RecordedFiring(ctx context.Context, cmd Cmd) (Firing, bool, erro
 	return f, found, err
 }
 
-// FinishFiring records f, the outcome of cmd's firing of t, in one
-// transaction with the timer's change: deleted when fired or failed,
-// moved to f.Next when retried or rescheduled. The change applies only
-// while cmd still holds the firing; if the timer was replaced or deleted
-// meanwhile, the outcome is recorded alone.
+// FinishFiring records f, the outcome of cmd's firing of t, then makes
+// the timer's change (SettleFiring). The outcome comes first, in a plain
+// put: once it stands, any delivery of cmd that takes the firing settles
+// it instead of calling back again (DECISIONS.md, "Timer firings without
+// a transaction"). If a delivery before this one recorded an outcome,
+// that one is settled and returned.
 func (s *Store) FinishFiring(ctx context.Context, cmd Cmd, t Timer, f Firing) (Firing, error) {
+	var recorded Firing
+	replayed, err := s.record(ctx, cmd, timerEntity(t.ID), Applied, f.Result, f, &recorded)
+	if err != nil {
+		return Firing{}, fmt.Errorf("record firing of timer %s: %w", t.ID, err)
+	}
+	if replayed {
+		f = recorded
+	}
+	return f, s.SettleFiring(ctx, cmd, t, f)
+}
+
+// SettleFiring makes the timer's change that f, cmd's recorded firing of
+// t, calls for: deleted when fired or failed, moved to f.Next when
+// retried or rescheduled. The change applies only while cmd still holds
+// the firing, so making it twice changes nothing: a second attempt, or
+// one after the timer was replaced or deleted, is refused and ignored.
+func (s *Store) SettleFiring(ctx context.Context, cmd Cmd, t Timer, f Firing) error {
 	transition := machine.TimerFire
 	next := t
 	switch {
@@ -463,31 +481,13 @@ func (s *Store) FinishFiring(ctx context.Context, cmd Cmd, t Timer, f Firing) (F
 		next.Attempts = f.Attempts
 		next.schedule(*f.Next)
 	}
-	read, err := rawItem(t)
-	if err != nil {
-		return Firing{}, err
-	}
 	row, err := rawItem(next)
 	if err != nil {
-		return Firing{}, err
+		return err
 	}
 	st := s.timerStep(transition, t.ShardID, t.ID, machine.TimerInput{UUID: t.UUID, Holder: cmd.ID, Row: row})
-	st.details, st.reason = f, f.Result
-	var out machine.Outcome
-	var recorded Firing
-	err = retrying(ctx, st, func() (err error) {
-		out, err = write(ctx, s, cmd, st, read, &recorded)
-		return err
-	})
-	if err == nil && !out.Applies() {
-		// Replaced or deleted meanwhile: the firing happened all the same.
-		_, err = s.record(ctx, cmd, timerEntity(t.ID), Applied, f.Result, f, &recorded)
+	if _, _, err := writeAlone(ctx, s.db, st, nil); err != nil {
+		return fmt.Errorf("settle firing of timer %s: %w", t.ID, err)
 	}
-	if err != nil {
-		return Firing{}, fmt.Errorf("record firing of timer %s: %w", t.ID, err)
-	}
-	if recorded.Result != "" {
-		return recorded, nil // a delivery before this one decided
-	}
-	return f, nil
+	return nil
 }

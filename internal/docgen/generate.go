@@ -115,9 +115,14 @@ func Generate(root string) ([]Page, error) {
 	return pages, nil
 }
 
-// projection is what store's provisioning projects into every secondary
-// index (store.Index: "a secondary index projecting all attributes").
-const projection = "ALL"
+// projectionCell is an index's projection: ALL, or the attributes it
+// includes besides the keys.
+func projectionCell(ix store.Index) string {
+	if len(ix.Include) == 0 {
+		return "ALL"
+	}
+	return "keys, `" + strings.Join(ix.Include, "`, `") + "`"
+}
 
 // renderTable is the generated section of one table.
 func renderTable(t store.Table, its []structDoc) (string, error) {
@@ -140,10 +145,10 @@ func renderTable(t store.Table, its []structDoc) (string, error) {
 	if len(t.GlobalIndexes)+len(t.LocalIndexes) > 0 {
 		b.WriteString("\n| index | kind | partition key | sort key | projection |\n|---|---|---|---|---|\n")
 		for _, ix := range t.GlobalIndexes {
-			fmt.Fprintf(&b, "| `%s` | global | %s | %s | %s |\n", ix.Name, keyCell(ix.PartitionKey), keyCell(ix.SortKey), projection)
+			fmt.Fprintf(&b, "| `%s` | global | %s | %s | %s |\n", ix.Name, keyCell(ix.PartitionKey), keyCell(ix.SortKey), projectionCell(ix))
 		}
 		for _, ix := range t.LocalIndexes {
-			fmt.Fprintf(&b, "| `%s` | local | %s | %s | %s |\n", ix.Name, keyCell(t.PartitionKey), keyCell(ix.SortKey), projection)
+			fmt.Fprintf(&b, "| `%s` | local | %s | %s | %s |\n", ix.Name, keyCell(t.PartitionKey), keyCell(ix.SortKey), projectionCell(ix))
 		}
 	}
 	typeOf := map[string]string{}
