@@ -17,6 +17,7 @@ type timerStore interface {
 	DeleteTimer(ctx context.Context, cmd store.Cmd, shard int, version int64, id string) (store.TimerRef, error)
 	StartFiring(ctx context.Context, cmd store.Cmd, shard int, id, uuid string, executeAt, until time.Time) (store.Timer, error)
 	RecordedFiring(ctx context.Context, cmd store.Cmd) (store.Firing, bool, error)
+	GetTimer(ctx context.Context, shard int, id string) (store.Timer, bool, error)
 	FinishFiring(ctx context.Context, cmd store.Cmd, t store.Timer, f store.Firing) (store.Firing, error)
 	SettleFiring(ctx context.Context, cmd store.Cmd, t store.Timer, f store.Firing) error
 }
@@ -158,26 +159,25 @@ func (h *Timer) due(ctx context.Context, c store.Cmd, p *messages.TimerDuePayloa
 		deadline = c.At.Add(messages.MaxCallbackTimeout + finishReserve)
 	}
 	t, err := h.store.StartFiring(ctx, c, p.Shard, p.TimerID, p.TimerUUID, p.ExecuteAt, deadline.Add(firingMargin))
-	if errors.Is(err, store.ErrNotDue) {
-		f, done, rerr := h.store.RecordedFiring(ctx, c)
-		if rerr != nil || !done {
-			return nil, rerr
+	switch {
+	case errors.Is(err, store.ErrNotDue):
+		outs, _, err := h.recorded(ctx, c, p, false)
+		return outs, err
+	case errors.Is(err, store.ErrFiring):
+		// Held by another delivery of this command, which may have
+		// stopped after recording the outcome: settle now rather than
+		// after its hold lapses.
+		if outs, done, rerr := h.recorded(ctx, c, p, true); rerr != nil || done {
+			return outs, rerr
 		}
-		return firingEvents(f), nil
-	}
-	if err != nil {
+		return nil, err
+	case err != nil:
 		return nil, err
 	}
-	// Taken again after a delivery that recorded the outcome stopped
-	// before the timer's change (its hold lapsed): settle, do not call.
-	if f, done, err := h.store.RecordedFiring(ctx, c); err != nil || done {
-		if err == nil {
-			err = h.store.SettleFiring(ctx, c, t, f)
-		}
-		if err != nil {
-			return nil, err
-		}
-		return firingEvents(f), nil
+	// Taken again after such a delivery's hold lapsed: settle, do not
+	// call back a second time.
+	if outs, done, err := h.recorded(ctx, c, p, true); err != nil || done {
+		return outs, err
 	}
 	callCtx, cancel := context.WithDeadline(ctx, deadline.Add(-finishReserve))
 	h.late(h.now().Sub(t.ExecuteAt.Time))
@@ -207,6 +207,27 @@ func (h *Timer) due(ctx context.Context, c store.Cmd, p *messages.TimerDuePayloa
 		return nil, err
 	}
 	return firingEvents(f), nil
+}
+
+// recorded returns the events of c's recorded firing; done is false when
+// it has none. With settle, the timer's change the outcome calls for is
+// made first, if c still holds the firing: the delivery that recorded it
+// may have stopped before that change.
+func (h *Timer) recorded(ctx context.Context, c store.Cmd, p *messages.TimerDuePayload, settle bool) (outs []messages.Out, done bool, err error) {
+	f, done, err := h.store.RecordedFiring(ctx, c)
+	if err != nil || !done {
+		return nil, false, err
+	}
+	if settle {
+		t, found, err := h.store.GetTimer(ctx, p.Shard, p.TimerID)
+		if err == nil && found {
+			err = h.store.SettleFiring(ctx, c, t, f)
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	return firingEvents(f), true, nil
 }
 
 // firingEvents are a firing's events: a retry has none, its audit record

@@ -16,9 +16,10 @@ const (
 )
 
 // Reasons a timer or shard transition is not taken. None reaches a
-// producer: a firing refused as not_due or firing does nothing, a finish
-// refused as released records its outcome alone, and a refused shard
-// write means the writer's view of the shard is stale.
+// producer: a firing refused as not_due or firing does nothing, a
+// settle refused as released changes nothing (its outcome is recorded
+// before it), and a refused shard write means the writer's view of the
+// shard is stale.
 const (
 	// ReasonFiring: another delivery of the firing holds it.
 	ReasonFiring = "firing"

@@ -199,7 +199,13 @@ func (tp *template) describe(t *testing.T) stackView {
 				ixs, _ := p[kind].([]any)
 				for _, ix := range ixs {
 					ix := ix.(map[string]any)
-					facts = append(facts, fmt.Sprintf("%s %s: %s; %s%s", kind[:1], ix["IndexName"], keys(ix["KeySchema"]), ix["Projection"].(map[string]any)["ProjectionType"], units(ix["ProvisionedThroughput"])))
+					proj := ix["Projection"].(map[string]any)
+					var include []string
+					attrs, _ := proj["NonKeyAttributes"].([]any)
+					for _, a := range attrs {
+						include = append(include, a.(string))
+					}
+					facts = append(facts, fmt.Sprintf("%s %s: %s; %s%v%s", kind[:1], ix["IndexName"], keys(ix["KeySchema"]), proj["ProjectionType"], include, units(ix["ProvisionedThroughput"])))
 				}
 			}
 			if s, ok := p["StreamSpecification"].(map[string]any); ok {
@@ -406,10 +412,10 @@ func tableFacts(t *testing.T, db *dynamodb.Client, name string) []string {
 	}
 	facts := []string{"keys: " + keys(d.KeySchema), "billing: " + billing + units(d.ProvisionedThroughput)}
 	for _, ix := range d.GlobalSecondaryIndexes {
-		facts = append(facts, fmt.Sprintf("G %s: %s; %s%s", aws.ToString(ix.IndexName), keys(ix.KeySchema), ix.Projection.ProjectionType, units(ix.ProvisionedThroughput)))
+		facts = append(facts, fmt.Sprintf("G %s: %s; %s%v%s", aws.ToString(ix.IndexName), keys(ix.KeySchema), ix.Projection.ProjectionType, ix.Projection.NonKeyAttributes, units(ix.ProvisionedThroughput)))
 	}
 	for _, ix := range d.LocalSecondaryIndexes {
-		facts = append(facts, fmt.Sprintf("L %s: %s; %s", aws.ToString(ix.IndexName), keys(ix.KeySchema), ix.Projection.ProjectionType))
+		facts = append(facts, fmt.Sprintf("L %s: %s; %s%v", aws.ToString(ix.IndexName), keys(ix.KeySchema), ix.Projection.ProjectionType, ix.Projection.NonKeyAttributes))
 	}
 	if s := d.StreamSpecification; s != nil && aws.ToBool(s.StreamEnabled) {
 		facts = append(facts, "stream: "+string(s.StreamViewType))

@@ -708,3 +708,61 @@ func TestTimers_firing_answer_lost_after_the_timer_change(t *testing.T) {
 	assert.Len(t, cb.of("lost"), 1, "called back once")
 	assert.Len(t, eventIDs(fired), 1)
 }
+
+// A failed call whose process died after recording the retry and before
+// moving the timer: the next delivery finds the timer still held by its
+// command, moves it as recorded without calling back, and the retry's
+// firing succeeds: two calls in all, timer.fired after two attempts.
+func TestTimers_firing_retry_settled_after_a_crash(t *testing.T) {
+	s := newStack(t, func(c *config.Config) { c.TimerShards = 1 })
+	lost := &lostAnswer{op: "UpdateItem", has: []string{"timer_firing_by", "timer_attempts"}, die: true}
+	stopDead := s.serveLosing(t, lost)
+	cb := newCallbacks(t)
+	cb.failFirst("retry", 1)
+	policy := &messages.RetryPolicy{MaxAttempts: 3, InitialInterval: messages.Duration(time.Second), Multiplier: 1}
+	s.createTimers(cb.URL, map[string]time.Time{"retry": time.Now().Add(time.Second)}, policy)
+	lost.await(t)
+	held, found := s.timerStored("retry")
+	require.True(t, found)
+	due := messages.DerivedID(held.UUID, messages.TimerDue, held.ExecuteAt.String())
+	require.Equal(t, "retry", s.audit(due)["reason"], "the retry was recorded first")
+	assert.Equal(t, 0, held.Attempts, "and the timer not yet moved")
+
+	require.NoError(t, stopDead())
+	s.serve(service.ServeOptions{})
+	fired := s.timerEvents(messages.TimerFired, 1, time.Minute)["retry"]
+	require.NotEmpty(t, fired)
+	assert.Equal(t, 2, payloadOf[messages.TimerFiredPayload](t, fired[0]).Attempts)
+	time.Sleep(time.Second)
+	assert.Len(t, cb.of("retry"), 2, "the failed call and its retry, nothing more")
+	_, found = s.timerStored("retry")
+	assert.False(t, found)
+}
+
+// DueTimers answers from ExecuteAtIndex, which carries some attributes
+// only: every one a poll sends and `transit query timers` lists is there.
+func TestTimers_due_index_carries_what_polls_read(t *testing.T) {
+	s := newStack(t, func(c *config.Config) { c.TimerShards = 1 })
+	ctx := context.Background()
+	records, err := s.svc.Store.Shards(ctx, 1)
+	require.NoError(t, err)
+	timer := store.NewTimer(0, "carried", "uuid-1", time.Now().Add(-time.Second), time.Now())
+	timer.CallbackURL, timer.RetryPolicy, timer.Attempts = "https://example.com/hook", "{}", 2
+	timer.CorrelationID, timer.CreatedBy = "chain-1", "create-1"
+	create := store.Cmd{ID: uuid.NewString(), Type: string(messages.TimerCreate), CorrelationID: "c", At: time.Now()}
+	_, err = s.svc.Store.CreateTimer(ctx, create, records[0].Version, timer)
+	require.NoError(t, err)
+
+	due, err := s.svc.Store.DueTimers(ctx, 0, time.Now())
+	require.NoError(t, err)
+	require.Len(t, due, 1)
+	got := due[0]
+	assert.Equal(t, timer.ID, got.ID)
+	assert.Equal(t, timer.UUID, got.UUID)
+	assert.Equal(t, timer.ShardID, got.ShardID)
+	assert.True(t, timer.ExecuteAt.Equal(got.ExecuteAt.Time))
+	assert.Equal(t, timer.Attempts, got.Attempts)
+	assert.Equal(t, timer.CallbackURL, got.CallbackURL)
+	assert.Equal(t, timer.CorrelationID, got.CorrelationID)
+	assert.Equal(t, timer.CreatedBy, got.CreatedBy)
+}
