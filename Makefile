@@ -9,7 +9,7 @@ export AWS_REGION            ?= us-east-1
 export AWS_ACCESS_KEY_ID     ?= test
 export AWS_SECRET_ACCESS_KEY ?= test
 
-.PHONY: all build run test lint moto cfn-lint bench capacity docs clean schemas
+.PHONY: all build run test lint moto cfn-lint chromium bench capacity docs screenshots console-assets clean schemas
 
 all: build
 
@@ -34,6 +34,12 @@ lint:
 cfn-lint:
 	@command -v cfn-lint >/dev/null 2>&1 || pip install cfn-lint
 
+# Debian's Chromium, which the console's browser tests drive, installed
+# with apt-get only when missing (as root, or with sudo).
+chromium:
+	@test -x /usr/bin/chromium || { SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
+
 # Unit and integration tests; the integration tests start their own
 # emulators on free ports, so nothing needs to be running first: moto (SQS,
 # SNS, Lambda, STS, EC2, RDS, ECS) and DynamoDB Local, then again with
@@ -43,7 +49,7 @@ cfn-lint:
 # run: LocalStack, moto) they run once, every service there. The service
 # package alone runs for about ten minutes: the timeout leaves it room on
 # a busy machine.
-test: moto cfn-lint lint
+test: moto cfn-lint chromium lint
 ifdef TRANSIT_TEST_ENDPOINT
 	$(GO) test -race -count=1 -timeout 30m ./...
 else
@@ -78,6 +84,20 @@ schemas:
 # a table or an item struct; a test fails while they are out of date.
 docs:
 	$(GO) run ./internal/docgen
+
+# The console's screenshots in docs/console (shown in the README), taken
+# by its browser test.
+screenshots: moto chromium
+	TRANSIT_SCREENSHOTS=1 $(GO) test -count=1 -run 'TestConsole_in_a_browser' ./service
+
+# The console's vendored htmx files (console/static/README.md), fetched
+# again from npm at the versions pinned here.
+HTMX_VERSION     ?= 2.0.11
+HTMX_SSE_VERSION ?= 2.2.4
+console-assets:
+	tmp=$$(mktemp -d) && cd $$tmp && npm pack --silent htmx.org@$(HTMX_VERSION) htmx-ext-sse@$(HTMX_SSE_VERSION) >/dev/null \
+		&& tar xzf htmx.org-$(HTMX_VERSION).tgz && cp package/dist/htmx.min.js $(CURDIR)/console/static/ && rm -rf package \
+		&& tar xzf htmx-ext-sse-$(HTMX_SSE_VERSION).tgz && cp package/dist/sse.min.js $(CURDIR)/console/static/ && rm -rf $$tmp
 
 clean:
 	rm -rf bin bench/out

@@ -146,6 +146,11 @@ type Config struct {
 	// HTTPAddr is where serve answers /healthz, /readyz and /metrics;
 	// "off" serves nothing. TRANSIT_HTTP_ADDR, --http-addr; default :9090.
 	HTTPAddr string
+	// ConsoleToken, when set, is asked of every request to the operator
+	// console on HTTPAddr, from any address; unset, the console answers
+	// loopback clients only. TRANSIT_CONSOLE_TOKEN, --console-token (the
+	// variable keeps it out of the process list).
+	ConsoleToken string
 	// Capacity is how provision bills the tables: on-demand, or
 	// provisioned with each table's figures (store/tables.go) and
 	// auto-scaling. TRANSIT_CAPACITY, --capacity; default on-demand.
@@ -231,6 +236,7 @@ func Bind(fs *flag.FlagSet, c *Config) *Binder {
 	b.str(&c.LogLevel, "log-level", "TRANSIT_LOG_LEVEL", "info", "debug, info, warn or error")
 	b.str(&c.LogFormat, "log-format", "TRANSIT_LOG_FORMAT", "text", "text or json")
 	b.str(&c.HTTPAddr, "http-addr", "TRANSIT_HTTP_ADDR", ":9090", "address of /healthz and /readyz (serve); off for none")
+	b.str(&c.ConsoleToken, "console-token", "TRANSIT_CONSOLE_TOKEN", "", "password of the operator console on --http-addr; unset, it answers loopback clients only")
 	b.str(&c.Capacity, "capacity", "TRANSIT_CAPACITY", CapacityOnDemand, "how provision bills the tables: on-demand or provisioned (with auto-scaling)")
 	b.str(&c.TableCapacity, "table-capacity", "TRANSIT_TABLE_CAPACITY", "", "provisioned figures of some tables, as Tasks=50/40,Logs=200/100 (read/write units)")
 	return b
@@ -420,6 +426,9 @@ func (c *Config) Validate() error {
 		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
 			bad("TRANSIT_HTTP_ADDR", "http-addr", "%q is not host:port, such as :9090 or 127.0.0.1:9090", c.HTTPAddr)
 		}
+	}
+	if c.ConsoleToken != "" && len(c.ConsoleToken) < 16 {
+		bad("TRANSIT_CONSOLE_TOKEN", "console-token", "%d characters, want at least 16: it is the console's only password", len(c.ConsoleToken))
 	}
 	// Empty, as in a Config built without Bind, is on demand.
 	if c.Capacity != "" && c.Capacity != CapacityOnDemand && c.Capacity != CapacityProvisioned {

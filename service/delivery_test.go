@@ -314,7 +314,7 @@ func TestDLQ_redrive(t *testing.T) {
 	letters := s.deadLetters(1)
 	assert.Equal(t, "table missing", letters[0].Reason)
 
-	moved, err := transport.Redrive(context.Background(), s.svc.SQS, s.dlqURL, s.queueURL, 10)
+	moved, err := transport.Redrive(context.Background(), s.svc.SQS, s.dlqURL, s.queueURL, 10, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 1, moved)
 	s.eventFor(cmd, messages.SandboxAllocated)

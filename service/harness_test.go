@@ -166,7 +166,7 @@ func checkLeftovers(ctx context.Context) error {
 // TestMain runs only these unless -run says otherwise, and newStack skips
 // any other test that runs all the same; a new test that is safe is added
 // here.
-var motoSafe = regexp.MustCompile(`^(TestSandbox_transitions|TestSandbox_crash|TestSandbox_(cleanup|stale|reinstate|allocation_|release_(answer|taken)|sync_(refreshes|decides|pulls|without))|TestPoison|TestProvision_(twice|provisioned_capacity|switches_capacity_mode)|TestDLQ_redrive|TestLayers|TestWireForms|TestServe_without_a_provider|TestTimers_firing_|TestAgent_(runs|reports|stops)|TestTasks_(lifecycle|illegal)|TestSecrets|TestNucleus|TestAudit_recent|TestTracing|TestTrace_|TestStatus|TestOps_metrics_count_a_known_mix)`)
+var motoSafe = regexp.MustCompile(`^(TestSandbox_transitions|TestSandbox_crash|TestSandbox_(cleanup|stale|reinstate|allocation_|release_(answer|taken)|sync_(refreshes|decides|pulls|without))|TestPoison|TestProvision_(twice|provisioned_capacity|switches_capacity_mode)|TestDLQ_redrive|TestLayers|TestWireForms|TestServe_without_a_provider|TestTimers_firing_|TestConsole|TestAgent_(runs|reports|stops)|TestTasks_(lifecycle|illegal)|TestSecrets|TestNucleus|TestAudit_recent|TestTracing|TestTrace_|TestStatus|TestOps_metrics_count_a_known_mix)`)
 
 func startDynamoDBLocal(ctx context.Context) (*emulator.DynamoDBLocal, error) {
 	dir, err := emulator.InstallDynamoDBLocal(ctx, emulator.DefaultCacheDir())

@@ -108,10 +108,11 @@ func (p *probe) reachable(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// serveOps answers /healthz (the process is alive), /readyz, /metrics and
-// /status (the last minute's counts, for `transit status`) on
-// TRANSIT_HTTP_ADDR until stop is called; nothing when it is off.
-func (s *Service) serveOps(p *probe, counts *metrics.Metrics, state metrics.State) (stop func(), err error) {
+// serveOps answers /healthz (the process is alive), /readyz, /metrics,
+// /status (the last minute's counts, for `transit status`) and, when
+// console is set, the operator console on TRANSIT_HTTP_ADDR until stop is
+// called; nothing when it is off.
+func (s *Service) serveOps(p *probe, counts *metrics.Metrics, state metrics.State, console func(func() ServeStatus) http.Handler) (stop func(), err error) {
 	if !s.Config.OpsServed() {
 		return func() {}, nil
 	}
@@ -134,6 +135,9 @@ func (s *Service) serveOps(p *probe, counts *metrics.Metrics, state metrics.Stat
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	if console != nil {
+		mux.Handle("/", console(func() ServeStatus { return window.status(time.Now()) }))
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	sampling, stopSampling := context.WithCancel(context.Background())
 	go window.run(sampling)
@@ -142,7 +146,7 @@ func (s *Service) serveOps(p *probe, counts *metrics.Metrics, state metrics.Stat
 			s.Logger.Error("ops server stopped", "addr", s.Config.HTTPAddr, "error", err)
 		}
 	}()
-	s.Logger.Info("serving /healthz, /readyz, /metrics and /status", "addr", ln.Addr().String())
+	s.Logger.Info("serving /healthz, /readyz, /metrics and /status", "addr", ln.Addr().String(), "console", console != nil)
 	return func() {
 		stopSampling()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -207,6 +207,10 @@ type ServeOptions struct {
 	WrapPublisher func(message.Publisher) message.Publisher
 	// Now replaces the clock transitions decide by.
 	Now func() time.Time
+	// Console, when set, builds the operator console, served at / on
+	// TRANSIT_HTTP_ADDR beside the ops endpoints; counts is this
+	// replica's last minute of deliveries, as /status answers it.
+	Console func(counts func() ServeStatus) http.Handler
 }
 
 // Serve consumes every domain's commands, and the streams of the tables
@@ -267,7 +271,7 @@ func (s *Service) Serve(ctx context.Context, opts ServeOptions) error {
 	if sweeps := s.sweeps(opts); len(sweeps) > 0 {
 		background.Go(func() { s.sweep(bgCtx, pub, opts.Now, sweeps) })
 	}
-	stopOps, err := s.serveOps(&probe{serving: ctx, svc: s, served: served, router: r, scheduler: scheduler}, counts, s.state(served, scheduler, fanin))
+	stopOps, err := s.serveOps(&probe{serving: ctx, svc: s, served: served, router: r, scheduler: scheduler}, counts, s.state(served, scheduler, fanin), opts.Console)
 	if err != nil {
 		return err
 	}

@@ -222,8 +222,9 @@ const deadLetterPeek = 100
 // timer shards and stream leases, and asks the serve at addr (host:port,
 // :port meaning this host) for its last minute's counts. A serve that
 // does not answer is reported in ServeError; the rest is read all the
-// same.
-func (s *Service) Status(ctx context.Context, addr string) (Status, error) {
+// same. With peek, each DLQ that has messages is read (OldestDeadLetter)
+// to name its oldest.
+func (s *Service) Status(ctx context.Context, addr string, peek bool) (Status, error) {
 	served, err := servedDomains(s.Config.Domains)
 	if err != nil {
 		return Status{}, err
@@ -233,7 +234,7 @@ func (s *Service) Status(ctx context.Context, addr string) (Status, error) {
 		if !served[d] {
 			continue
 		}
-		ds, err := s.domainStatus(ctx, d)
+		ds, err := s.domainStatus(ctx, d, peek)
 		if err != nil {
 			return Status{}, err
 		}
@@ -253,7 +254,7 @@ func (s *Service) Status(ctx context.Context, addr string) (Status, error) {
 	return st, nil
 }
 
-func (s *Service) domainStatus(ctx context.Context, d messages.Domain) (DomainStatus, error) {
+func (s *Service) domainStatus(ctx context.Context, d messages.Domain, peek bool) (DomainStatus, error) {
 	ds := DomainStatus{Domain: d}
 	queue, err := s.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(s.Stack.CommandQueue(d))})
 	if err != nil {
@@ -271,21 +272,37 @@ func (s *Service) domainStatus(ctx context.Context, d messages.Domain) (DomainSt
 		return DomainStatus{}, err
 	}
 	ds.DeadLetters = visible + hidden
-	if visible == 0 {
-		return ds, nil
+	if peek && visible > 0 {
+		ds.Oldest, err = s.oldestIn(ctx, aws.ToString(dlq.QueueUrl))
 	}
-	// Read as `transit dlq list` reads them: made visible again at once.
-	letters, err := transport.ListDeadLetters(ctx, s.SQS, aws.ToString(dlq.QueueUrl), deadLetterPeek)
+	return ds, err
+}
+
+// OldestDeadLetter is the oldest of the first deadLetterPeek dead letters
+// of d; nil when its DLQ is empty. Reading them hides them from other
+// readers (a redrive, `transit dlq list`) for as long as it takes.
+func (s *Service) OldestDeadLetter(ctx context.Context, d messages.Domain) (*DeadLetterSummary, error) {
+	dlq, err := s.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(s.Stack.DeadLetterQueue(d))})
 	if err != nil {
-		return DomainStatus{}, err
+		return nil, fmt.Errorf("queue %s: %w", s.Stack.DeadLetterQueue(d), err)
 	}
+	return s.oldestIn(ctx, aws.ToString(dlq.QueueUrl))
+}
+
+func (s *Service) oldestIn(ctx context.Context, dlqURL string) (*DeadLetterSummary, error) {
+	// Read as `transit dlq list` reads them: made visible again at once.
+	letters, err := transport.ListDeadLetters(ctx, s.SQS, dlqURL, deadLetterPeek)
+	if err != nil {
+		return nil, err
+	}
+	var oldest *DeadLetterSummary
 	for _, l := range letters {
-		if ds.Oldest == nil || l.SentAt.Before(ds.Oldest.SentAt) {
-			ds.Oldest = &DeadLetterSummary{MessageID: l.MessageID, Type: messages.Type(l.Attributes[messages.TypeAttribute]),
+		if oldest == nil || l.SentAt.Before(oldest.SentAt) {
+			oldest = &DeadLetterSummary{MessageID: l.MessageID, Type: messages.Type(l.Attributes[messages.TypeAttribute]),
 				Reason: l.Reason, SentAt: l.SentAt}
 		}
 	}
-	return ds, nil
+	return oldest, nil
 }
 
 // queueCounts reads a queue's approximate visible and in-flight counts.

@@ -139,7 +139,7 @@ func TestStatus_reports_backlog_dead_letters_owners_and_the_last_minute(t *testi
 	// The last delivery is counted as it is acked; the shards and the
 	// stream lease are claimed within a lease of serve's start.
 	require.Eventually(t, func() bool {
-		st, err = all.Status(ctx, addr)
+		st, err = all.Status(ctx, addr, true)
 		require.NoError(t, err)
 		c := st.Serve.Domains[messages.Sandbox]
 		return c.Handled == 2 && len(st.TimerShards) == 1 && st.TimerShards[""] == 0 && len(st.StreamLeases) == 1
@@ -177,7 +177,7 @@ func TestStatus_reports_backlog_dead_letters_owners_and_the_last_minute(t *testi
 	assert.Contains(t, text, "from the serve at "+addr+" (host "+host+", pid "+strconv.Itoa(os.Getpid())+")")
 
 	// With no serve to ask, the rest is reported all the same.
-	down, err := all.Status(ctx, freeAddr(t))
+	down, err := all.Status(ctx, freeAddr(t), true)
 	require.NoError(t, err)
 	assert.Nil(t, down.Serve)
 	assert.NotEmpty(t, down.ServeError)

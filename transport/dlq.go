@@ -111,10 +111,24 @@ func ListDeadLetters(ctx context.Context, sqsc *sqs.Client, dlqURL string, max i
 
 // Redrive moves up to max messages from a DLQ back to its command queue,
 // without the DLQ attributes, keeping each message's ID so a command that
-// was partly applied is recognised. It returns how many it moved.
-func Redrive(ctx context.Context, sqsc *sqs.Client, dlqURL, queueURL string, max int) (int, error) {
+// was partly applied is recognised. With pick, only the messages it
+// picks move; the others are made visible again at once. It returns how
+// many it moved.
+func Redrive(ctx context.Context, sqsc *sqs.Client, dlqURL, queueURL string, max int, pick func(DeadLetter) bool) (int, error) {
 	moved := 0
+	var left []*string
+	defer func() {
+		for _, h := range left {
+			_, _ = sqsc.ChangeMessageVisibility(context.WithoutCancel(ctx), &sqs.ChangeMessageVisibilityInput{
+				QueueUrl: aws.String(dlqURL), ReceiptHandle: h, VisibilityTimeout: 0,
+			})
+		}
+	}()
 	err := receiveAll(ctx, sqsc, dlqURL, max, func(m types.Message) error {
+		if pick != nil && !pick(toDeadLetter(m)) {
+			left = append(left, m.ReceiptHandle)
+			return nil
+		}
 		attrs := map[string]types.MessageAttributeValue{}
 		for k, v := range m.MessageAttributes {
 			attrs[k] = v

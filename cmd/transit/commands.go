@@ -14,6 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"transit/console"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/google/uuid"
@@ -73,7 +75,11 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer flushTraces(svc)
-	return svc.Serve(ctx, service.ServeOptions{})
+	c, err := console.New(svc, console.Options{Token: svc.Config.ConsoleToken, Logger: svc.Logger})
+	if err != nil {
+		return err
+	}
+	return svc.Serve(ctx, service.ServeOptions{Console: c.Serving})
 }
 
 // flushTraces exports the spans still buffered (docs/operations.md, Tracing)
@@ -308,7 +314,7 @@ func runDLQ(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		n, err := transport.Redrive(ctx, svc.SQS, dlqURL, target, maxMessages)
+		n, err := transport.Redrive(ctx, svc.SQS, dlqURL, target, maxMessages, nil)
 		fmt.Printf("redrove %d message(s) to %s\n", n, svc.Stack.CommandQueue(d))
 		return err
 	}

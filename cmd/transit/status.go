@@ -26,7 +26,7 @@ func runStatus(ctx context.Context, args []string) error {
 	if addr == "" {
 		addr = svc.Config.HTTPAddr
 	}
-	st, err := svc.Status(ctx, addr)
+	st, err := svc.Status(ctx, addr, true)
 	if err != nil {
 		return err
 	}

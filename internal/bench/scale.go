@@ -88,7 +88,7 @@ type ownership struct {
 }
 
 func readOwnership(ctx context.Context, svc *service.Service) (ownership, error) {
-	st, err := svc.Status(ctx, "")
+	st, err := svc.Status(ctx, "", false)
 	if err != nil {
 		return ownership{}, err
 	}

@@ -1,0 +1,153 @@
+package service_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"transit/config"
+	"transit/messages"
+)
+
+// chromiumPath is Debian's Chromium, which `make test` installs where it
+// is missing.
+const chromiumPath = "/usr/bin/chromium"
+
+// browser starts a headless Chromium for the test, with the flags that
+// keep it off the network but for the pages it is sent to.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	require.FileExists(t, chromiumPath, "the browser tests need Chromium: make test installs it (apt-get install chromium)")
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.WindowSize(1280, 900),
+	)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	// The browser lives as long as this first run's context: no timeout
+	// on it, only on what runs after.
+	require.NoError(t, chromedp.Do(ctx))
+	ctx, cancelRun := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(cancelRun)
+	return ctx
+}
+
+// screenshots is where the pages' pictures go: docs/console when
+// TRANSIT_SCREENSHOTS is set (`make screenshots`, for the README), else
+// the test's own directory.
+func screenshots(t *testing.T) string {
+	if os.Getenv("TRANSIT_SCREENSHOTS") != "" {
+		dir, err := filepath.Abs("../docs/console")
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		return dir
+	}
+	return t.TempDir()
+}
+
+// shoot takes a full-page PNG of what the browser shows into dir/name.
+func shoot(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.Greater(t, len(png), 1000, "a picture of %s", name)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name), png, 0o644))
+}
+
+// In a browser, against serve on moto: the overview updates itself as a
+// known mix of commands lands (two dead letters appear without a reload);
+// a poison message shows under dead letters with its reason; a
+// dead-lettered command is redriven from the page after a confirmation
+// and handled; the trace of an allocation shows its expiry timer and the
+// expiry it sent, nested as they caused each other.
+func TestConsole_in_a_browser(t *testing.T) {
+	s, base := servedConsole(t, "", func(c *config.Config) { c.SandboxExpiry = config.ExpiryTimer; c.SweepInterval = 0 })
+	ctx := browser(t)
+	dir := screenshots(t)
+
+	sync := uuid.NewString()
+	s.send(sync, messages.SandboxSync, messages.SandboxSyncPayload{Inventory: []messages.InventoryItem{
+		{ExternalID: "lab-short", Name: "short lab", LabDurationHours: 3.0 / 3600},
+	}})
+	s.eventFor(sync, messages.SandboxSynced)
+	alloc := uuid.NewString()
+	s.send(alloc, messages.SandboxAllocate, messages.SandboxAllocatePayload{TrackID: "track-short"})
+	allocated := payloadOf[messages.SandboxAllocatedPayload](t, s.eventFor(alloc, messages.SandboxAllocated))
+
+	deadLetters := chromedp.CSS(`tr[data-domain="sandbox"] td[data-field="dead_letters"]`)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/")))
+	before, err := chromedp.Run(ctx, chromedp.Text(deadLetters))
+	require.NoError(t, err)
+	assert.Equal(t, "0", before)
+
+	s.sendRaw(`{"not": "a command"`, nil)
+	parked := uuid.NewString()
+	s.deadLetter(parked, messages.SandboxAllocate, messages.SandboxAllocatePayload{TrackID: "track-2"}, "table missing")
+	require.Eventually(t, func() bool {
+		n, err := chromedp.Run(ctx, chromedp.Text(deadLetters))
+		require.NoError(t, err)
+		return n == "2 ⚠"
+	}, 45*time.Second, 200*time.Millisecond, "the overview shows both dead letters without a reload")
+	shoot(t, ctx, dir, "overview.png")
+
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/dead-letters")))
+	reasons, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#dlq-sandbox tr.letter .reason')].map(e => e.textContent)`))
+	require.NoError(t, err)
+	parkedID, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('#dlq-sandbox tr.letter')].find(r => r.querySelector('.reason').textContent === 'table missing').dataset.messageId`))
+	require.NoError(t, err)
+	require.Len(t, reasons, 2)
+	assert.Contains(t, reasons, "table missing")
+	assert.Contains(t, reasons[0]+reasons[1], "invalid body: not a JSON object", "the poison message's reason")
+	shoot(t, ctx, dir, "dead-letters.png")
+
+	confirmButton := chromedp.CSS(`input[name="confirm"] ~ button`)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`tr[data-message-id="`+parkedID+`"] button`)),
+		chromedp.WaitVisible(confirmButton),
+	))
+	confirm, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`main p`)))
+	require.NoError(t, err)
+	assert.Contains(t, confirm, parkedID, "the confirmation names the message")
+	shoot(t, ctx, dir, "redrive.png")
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(confirmButton), chromedp.WaitVisible(chromedp.CSS(`.done`))))
+	done, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`.done`)))
+	require.NoError(t, err)
+	assert.Equal(t, "Redrove 1 message(s) to their command queue.", done)
+	s.eventFor(parked, messages.SandboxAllocationRejected)
+
+	expire := messages.DerivedID(alloc, messages.SandboxExpire, allocated.SandboxID)
+	s.eventFor(expire, messages.SandboxExpired)
+	// The expiry was sent by the allocation's timer: it is caused by the
+	// allocation, beside the timer whose firing sent it.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/trace?correlation="+alloc), chromedp.WaitVisible(chromedp.CSS(`#trace`))))
+	for _, chain := range []string{
+		`#trace > li[data-action="sandbox.allocate"] > ul > li[data-action="timer.create"] > ul > li[data-action="timer.due"]`,
+		`#trace > li[data-action="sandbox.allocate"] > ul > li[data-action="sandbox.expire"]`,
+	} {
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('`+chain+`').length`))
+		require.NoError(t, err)
+		assert.Equal(t, 1, n, chain)
+	}
+	shoot(t, ctx, dir, "trace.png")
+
+	for page, name := range map[string]string{
+		"/sandboxes": "sandboxes.png", "/timers": "timers.png",
+		"/history?entity=SANDBOX%23" + allocated.SandboxID: "history.png",
+	} {
+		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+page), chromedp.WaitVisible(chromedp.CSS(`main h1`))))
+		shoot(t, ctx, dir, name)
+	}
+}
