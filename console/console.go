@@ -8,6 +8,8 @@
 package console
 
 import (
+	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -94,6 +96,10 @@ func New(svc *service.Service, opts Options) (*Console, error) {
 	c.mux.HandleFunc("POST /dead-letters/redrive", c.redrive)
 	c.mux.HandleFunc("GET /sandboxes", c.sandboxes)
 	c.mux.HandleFunc("GET /timers", c.timers)
+	c.mux.HandleFunc("GET /tasks", c.tasks)
+	c.mux.HandleFunc("GET /live/tasks", c.tasksLive)
+	c.mux.HandleFunc("GET /tasks/{org}/{task}", c.task)
+	c.mux.HandleFunc("GET /live/tasks/{org}/{task}", c.taskLive)
 	c.mux.HandleFunc("GET /history", c.history)
 	c.mux.HandleFunc("GET /trace", c.trace)
 	return c, nil
@@ -259,6 +265,39 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, what string, err 
 	c.opts.Logger.Warn("console could not read the stack", "page", r.URL.Path, "error", err)
 	w.WriteHeader(http.StatusBadGateway)
 	c.render(w, r, "error", map[string]any{"What": what, "Error": err.Error()})
+}
+
+// stream answers a live view: it runs read at once and then every Live
+// until the client goes, read sending Server-Sent Events of rendered
+// fragments. Nothing is read from AWS while nobody watches.
+func (c *Console) stream(w http.ResponseWriter, r *http.Request, read func(ctx context.Context, send func(event string, data []byte)) error) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	send := func(event string, data []byte) {
+		fmt.Fprintf(w, "event: %s\n", event)
+		for _, line := range bytes.Split(data, []byte("\n")) {
+			fmt.Fprintf(w, "data: %s\n", line)
+		}
+		fmt.Fprint(w, "\n")
+	}
+	tick := time.NewTicker(c.opts.Live)
+	defer tick.Stop()
+	for {
+		if err := read(r.Context(), send); err != nil && r.Context().Err() == nil {
+			c.opts.Logger.Warn("console live view could not read the stack", "page", r.URL.Path, "error", err)
+		}
+		flusher.Flush()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // since is how long ago t was, rounded for reading.

@@ -3,7 +3,6 @@ package console
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"sort"
 	"time"
@@ -95,45 +94,18 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, "overview", map[string]any{"Overview": d})
 }
 
-// overviewLive streams the overview's figures as Server-Sent Events, one
-// rendered fragment every Live, until the client goes. Nothing is read
-// from AWS while nobody watches.
+// overviewLive streams the overview's figures.
 func (c *Console) overviewLive(w http.ResponseWriter, r *http.Request) {
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	tick := time.NewTicker(c.opts.Live)
-	defer tick.Stop()
-	for {
-		var buf bytes.Buffer
-		d, err := c.overviewData(r.Context())
-		if err == nil {
-			err = c.pages["overview"].ExecuteTemplate(&buf, "figures", map[string]any{"Overview": d})
-		}
+	c.stream(w, r, func(ctx context.Context, send func(event string, data []byte)) error {
+		d, err := c.overviewData(ctx)
 		if err != nil {
-			c.opts.Logger.Warn("console live overview", "error", err)
-		} else {
-			writeEvent(w, "overview", buf.Bytes())
-			flusher.Flush()
+			return err
 		}
-		select {
-		case <-r.Context().Done():
-			return
-		case <-tick.C:
+		var buf bytes.Buffer
+		if err := c.pages["overview"].ExecuteTemplate(&buf, "figures", map[string]any{"Overview": d}); err != nil {
+			return err
 		}
-	}
-}
-
-// writeEvent writes one Server-Sent Event, each line of data its own
-// data field.
-func writeEvent(w http.ResponseWriter, event string, data []byte) {
-	fmt.Fprintf(w, "event: %s\n", event)
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		fmt.Fprintf(w, "data: %s\n", line)
-	}
-	fmt.Fprint(w, "\n")
+		send("overview", buf.Bytes())
+		return nil
+	})
 }

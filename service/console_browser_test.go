@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,4 +151,68 @@ func TestConsole_in_a_browser(t *testing.T) {
 		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+page), chromedp.WaitVisible(chromedp.CSS(`main h1`))))
 		shoot(t, ctx, dir, name)
 	}
+}
+
+// inColumn is the state whose board column holds task id's card, "" when
+// none does.
+func inColumn(t *testing.T, ctx context.Context, id string) string {
+	state, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector('.column li[data-task="`+id+`"]')?.closest('.column')?.dataset.state) ?? ""`))
+	require.NoError(t, err)
+	return state
+}
+
+// In a browser: a task moves across the board as its agent works, the
+// page never reloaded; a task's page shows its events and log lines as
+// they are written, and its state as it changes.
+func TestConsole_task_board_in_a_browser(t *testing.T) {
+	s, base := servedConsole(t, "")
+	ctx := browser(t)
+	dir := screenshots(t)
+	s.org()
+	s.queueTask("t-board", "move across the board")
+
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/tasks?org=acme"), chromedp.WaitVisible(chromedp.CSS(`li[data-task="t-board"]`))))
+	assert.Equal(t, "QUEUED", inColumn(t, ctx, "t-board"))
+	_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.stayed = true`))
+	require.NoError(t, err)
+
+	wait := s.startAgent("agent-1", "echo working; sleep 3; echo done")
+	seen := map[string]bool{}
+	require.Eventually(t, func() bool {
+		seen[inColumn(t, ctx, "t-board")] = true
+		return seen["COMPLETED"]
+	}, time.Minute, 100*time.Millisecond, "the card reaches COMPLETED")
+	assert.True(t, seen["RUNNING"], "and was seen RUNNING on the way: %v", seen)
+	stayed, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.stayed === true`))
+	require.NoError(t, err)
+	assert.True(t, stayed, "the board moved it without a reload")
+	require.NoError(t, wait())
+	shoot(t, ctx, dir, "tasks.png")
+
+	s.queueTask("t-page", "show me")
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/tasks/acme/t-page"), chromedp.WaitVisible(chromedp.CSS(`#state`))))
+	state, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#state strong`)))
+	require.NoError(t, err)
+	assert.Equal(t, "QUEUED", state)
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`window.stayed = true`))
+	require.NoError(t, err)
+	wait = s.startAgent("agent-2", "echo first line; sleep 1; echo last line")
+	require.Eventually(t, func() bool {
+		state, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#state strong`)))
+		require.NoError(t, err)
+		return state == "COMPLETED"
+	}, time.Minute, 200*time.Millisecond, "the page shows the task completed")
+	require.NoError(t, wait())
+	var lines string
+	require.Eventually(t, func() bool {
+		lines, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#lines`)))
+		require.NoError(t, err)
+		return strings.Contains(lines, "last line")
+	}, 10*time.Second, 200*time.Millisecond, "the log lines arrive")
+	assert.Less(t, strings.Index(lines, "first line"), strings.Index(lines, "last line"), "in order")
+	assert.Equal(t, 1, strings.Count(lines, "first line"), "each once")
+	stayed, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`window.stayed === true`))
+	require.NoError(t, err)
+	assert.True(t, stayed, "the page was not reloaded")
+	shoot(t, ctx, dir, "task.png")
 }

@@ -935,6 +935,36 @@ func (s *Store) ListNotifications(ctx context.Context, userID string, limit int3
 	return newestFirst[Notification](ctx, s.db, s.notifications, "user-notifications", expression.Key("userId").Equal(expression.Value(userID)), nil, limit, cursor)
 }
 
+// TaskLine is one of a task's events or log lines, as a tail shows it.
+type TaskLine struct {
+	// Event is true for an event, false for a log line.
+	Event bool
+	At    string
+	// Kind is an event's type, or a log line's stream.
+	Kind, Text, Level string
+	// Actor is who caused an event; empty for a log line.
+	Actor string
+}
+
+// Interleave merges a task's events and log lines, each in order, by
+// time, an event first on a tie.
+func Interleave(events []TaskEvent, logs []LogEntry) []TaskLine {
+	var out []TaskLine
+	i, j := 0, 0
+	for i < len(events) || j < len(logs) {
+		if j == len(logs) || (i < len(events) && events[i].CreatedAt <= logs[j].CreatedAt) {
+			e := events[i]
+			out = append(out, TaskLine{Event: true, At: e.CreatedAt, Kind: e.Type, Text: e.Message, Level: e.Level, Actor: e.Actor})
+			i++
+			continue
+		}
+		l := logs[j]
+		out = append(out, TaskLine{At: l.CreatedAt, Kind: l.Stream, Text: l.Line, Level: l.Level})
+		j++
+	}
+	return out
+}
+
 // TaskHistorySince reads a task's events and log lines after the sort
 // keys given ("" for all), each in order: what a tail has not shown yet.
 func (s *Store) TaskHistorySince(ctx context.Context, taskID, eventsAfter, logsAfter string) ([]TaskEvent, []LogEntry, error) {

@@ -205,7 +205,7 @@ func runTail(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		for _, line := range interleave(events, logs) {
+		for _, line := range tailLines(events, logs) {
 			fmt.Println(line)
 		}
 		if len(events) > 0 {
@@ -225,21 +225,16 @@ func runTail(ctx context.Context, args []string) error {
 	}
 }
 
-// interleave merges a task's events and log lines, each already in
-// order, by time.
-func interleave(events []store.TaskEvent, logs []store.LogEntry) []string {
+// tailLines are a task's events and log lines as `transit tail` prints
+// them, merged by time.
+func tailLines(events []store.TaskEvent, logs []store.LogEntry) []string {
 	var out []string
-	i, j := 0, 0
-	for i < len(events) || j < len(logs) {
-		if j == len(logs) || (i < len(events) && events[i].CreatedAt <= logs[j].CreatedAt) {
-			e := events[i]
-			out = append(out, fmt.Sprintf("%s  %-17s %s  (%s)", e.CreatedAt, e.Type, e.Message, e.Actor))
-			i++
+	for _, l := range store.Interleave(events, logs) {
+		if l.Event {
+			out = append(out, fmt.Sprintf("%s  %-17s %s  (%s)", l.At, l.Kind, l.Text, l.Actor))
 			continue
 		}
-		l := logs[j]
-		out = append(out, fmt.Sprintf("%s  %-17s %s", l.CreatedAt, l.Stream, l.Line))
-		j++
+		out = append(out, fmt.Sprintf("%s  %-17s %s", l.At, l.Kind, l.Text))
 	}
 	return out
 }
