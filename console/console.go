@@ -100,6 +100,8 @@ func New(svc *service.Service, opts Options) (*Console, error) {
 	c.mux.HandleFunc("GET /live/tasks", c.tasksLive)
 	c.mux.HandleFunc("GET /tasks/{org}/{task}", c.task)
 	c.mux.HandleFunc("GET /live/tasks/{org}/{task}", c.taskLive)
+	c.mux.HandleFunc("GET /schedules", c.schedules)
+	c.mux.HandleFunc("GET /schedules/{id}", c.schedule)
 	c.mux.HandleFunc("GET /history", c.history)
 	c.mux.HandleFunc("GET /trace", c.trace)
 	return c, nil

@@ -216,3 +216,35 @@ func TestConsole_task_board_in_a_browser(t *testing.T) {
 	assert.True(t, stayed, "the page was not reloaded")
 	shoot(t, ctx, dir, "task.png")
 }
+
+// In a browser: the schedules page shows a schedule's next windows in its
+// own zone and, beside them, in the viewer's; a schedule's page shows
+// what its last window did to each resource.
+func TestConsole_schedules_in_a_browser(t *testing.T) {
+	s, base := servedConsole(t, "")
+	ctx := browser(t)
+	dir := screenshots(t)
+	arns := s.cloud().instances(1)
+	s.account("Sandbox account")
+	sch := s.schedule("sch-dev", arns...)
+	stopped := s.window("sch-dev", messages.EdgeStop, sch.NextStopAt, 1)
+	require.Len(t, stopped.Results, 1)
+
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/schedules"), chromedp.WaitVisible(chromedp.CSS(`tr[data-schedule="sch-dev"]`))))
+	row, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`tr[data-schedule="sch-dev"]`)))
+	require.NoError(t, err)
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	require.NoError(t, err)
+	next, err := time.Parse(time.RFC3339Nano, stopped.NextAt)
+	require.NoError(t, err)
+	assert.Contains(t, row, next.In(berlin).Format("2006-01-02 15:04 MST"), "the next stop in the schedule's zone")
+	assert.Contains(t, row, "(yours: ", "and in the viewer's")
+	shoot(t, ctx, dir, "schedules.png")
+
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/schedules/sch-dev"), chromedp.WaitVisible(chromedp.CSS(`main table`))))
+	resources, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`main table tbody`)))
+	require.NoError(t, err)
+	assert.Contains(t, resources, arns[0])
+	assert.Contains(t, resources, messages.ExecSuccess, "the last window's result")
+	shoot(t, ctx, dir, "schedule.png")
+}
