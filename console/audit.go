@@ -31,7 +31,7 @@ func (c *Console) history(w http.ResponseWriter, r *http.Request) {
 		}
 		data["Records"], data["Next"] = page.Items, page.Next
 	}
-	c.render(w, r, "history", data)
+	c.render(w, r, http.StatusOK, "history", data)
 }
 
 // trace shows a correlation's causal chain as a tree, as `transit trace`.
@@ -46,5 +46,5 @@ func (c *Console) trace(w http.ResponseWriter, r *http.Request) {
 		}
 		data["Trace"] = tr
 	}
-	c.render(w, r, "trace", data)
+	c.render(w, r, http.StatusOK, "trace", data)
 }

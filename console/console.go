@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,9 +66,47 @@ type Console struct {
 	opts  Options
 	pages map[string]*template.Template
 	mux   *http.ServeMux
+	// guarded is mux behind Go's cross-origin protection: a POST from
+	// another origin is refused whatever cookies it carries (a page on
+	// another port of localhost shares them).
+	guarded http.Handler
 
 	mu     sync.Mutex
 	oldest map[messages.Domain]oldestSeen
+
+	// snaps are the live views' last reads (shared).
+	snapMu sync.Mutex
+	snaps  map[string]snapshot
+}
+
+// snapshot is a view's read and when it was made.
+type snapshot struct {
+	at time.Time
+	v  any
+}
+
+// shared runs read for the view key, or returns its last result if that
+// is younger than half the live interval: every viewer of a view, and
+// the page load before its first live event, share one read of AWS.
+// Reads are one at a time; a viewer waits for the read under way rather
+// than make its own.
+func shared[T any](c *Console, key string, read func() (T, error)) (T, error) {
+	c.snapMu.Lock()
+	defer c.snapMu.Unlock()
+	now := time.Now()
+	if s, ok := c.snaps[key]; ok && now.Sub(s.at) < c.opts.Live/2 {
+		return s.v.(T), nil
+	}
+	for k, s := range c.snaps {
+		if now.Sub(s.at) > time.Minute {
+			delete(c.snaps, k) // a view nobody watches any more
+		}
+	}
+	v, err := read()
+	if err == nil {
+		c.snaps[key] = snapshot{at: now, v: v}
+	}
+	return v, err
 }
 
 // New returns the console of svc's stack.
@@ -82,7 +121,8 @@ func New(svc *service.Service, opts Options) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{svc: svc, opts: opts, pages: pages, mux: http.NewServeMux(), oldest: map[messages.Domain]oldestSeen{}}
+	c := &Console{svc: svc, opts: opts, pages: pages, mux: http.NewServeMux(), oldest: map[messages.Domain]oldestSeen{},
+		snaps: map[string]snapshot{}}
 	static, err := fs.Sub(staticFS, "static")
 	if err != nil {
 		return nil, err
@@ -104,6 +144,7 @@ func New(svc *service.Service, opts Options) (*Console, error) {
 	c.mux.HandleFunc("GET /schedules/{id}", c.schedule)
 	c.mux.HandleFunc("GET /history", c.history)
 	c.mux.HandleFunc("GET /trace", c.trace)
+	c.guarded = http.NewCrossOriginProtection().Handler(c.mux)
 	return c, nil
 }
 
@@ -121,7 +162,7 @@ func parsePages() (map[string]*template.Template, error) {
 	if err != nil {
 		return nil, err
 	}
-	funcs := template.FuncMap{"since": since, "query": url.QueryEscape}
+	funcs := template.FuncMap{"since": since, "callback": callbackShown}
 	pages := map[string]*template.Template{}
 	for _, n := range names {
 		base := n[len("templates/") : len(n)-len(".html")]
@@ -142,10 +183,16 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("X-Frame-Options", "DENY")
 	w.Header().Set("Referrer-Policy", "same-origin")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; form-action 'self'")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
 	switch {
-	case c.opts.Token == "" && !loopback(r.RemoteAddr):
-		http.Error(w, "the console answers loopback clients only; set TRANSIT_CONSOLE_TOKEN to open it to others", http.StatusForbidden)
+	case c.opts.Token == "" && (!loopback(r.RemoteAddr) || !loopbackHost(r.Host)):
+		// The Host too: a page whose own name resolves to 127.0.0.1 (DNS
+		// rebinding) would otherwise read the console as its own origin.
+		http.Error(w, "the console answers loopback clients only, at localhost or a loopback address; set TRANSIT_CONSOLE_TOKEN to open it to others", http.StatusForbidden)
+		return
+	case r.Header.Get("Sec-Fetch-Site") == "cross-site" && r.Header.Get("Sec-Fetch-Mode") != "navigate":
+		// Another site's page may link here, not read or stream from here.
+		http.Error(w, "refused: a cross-site request", http.StatusForbidden)
 		return
 	case c.opts.Token != "" && !c.authenticated(r) && !public(r):
 		if r.Method == http.MethodGet && r.Header.Get("Accept") != "text/event-stream" {
@@ -159,13 +206,28 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "refused: the form did not carry the console's CSRF token", http.StatusForbidden)
 		return
 	}
-	c.mux.ServeHTTP(w, r)
+	c.guarded.ServeHTTP(w, r)
 }
 
 // public paths need no session: the login form and what it loads.
 func public(r *http.Request) bool {
 	p := r.URL.Path
 	return p == "/login" || len(p) > len("/static/") && p[:len("/static/")] == "/static/"
+}
+
+// loopbackHost: the request names the console as localhost or by a
+// loopback address.
+func loopbackHost(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func loopback(remote string) bool {
@@ -224,30 +286,32 @@ func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
-	c.render(w, r, "login", map[string]any{"Next": safeNext(r.URL.Query().Get("next"))})
+	c.render(w, r, http.StatusOK, "login", map[string]any{"Next": safeNext(r.URL.Query().Get("next"))})
 }
 
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if c.opts.Token == "" || subtle.ConstantTimeCompare([]byte(r.PostFormValue("token")), []byte(c.opts.Token)) != 1 {
-		w.WriteHeader(http.StatusUnauthorized)
-		c.render(w, r, "login", map[string]any{"Next": safeNext(r.PostFormValue("next")), "Failed": true})
+		c.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Next": safeNext(r.PostFormValue("next")), "Failed": true})
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: c.session(), Path: "/", HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
-// safeNext keeps a redirect after login on the console.
+// safeNext keeps a redirect after login on the console: a path of its
+// own and its query, nothing a browser could read as another host.
 func safeNext(next string) string {
 	u, err := url.Parse(next)
-	if err != nil || next == "" || u.IsAbs() || u.Host != "" || len(u.Path) == 0 || u.Path[0] != '/' || (len(next) > 1 && next[1] == '/') {
+	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" || !strings.HasPrefix(u.Path, "/") ||
+		strings.HasPrefix(u.Path, "//") || strings.ContainsAny(next, "\\\t\r\n") {
 		return "/"
 	}
-	return next
+	return (&url.URL{Path: u.Path, RawQuery: u.RawQuery}).String()
 }
 
-// render writes page with data, adding what the layout needs.
-func (c *Console) render(w http.ResponseWriter, r *http.Request, page string, data map[string]any) {
+// render writes page with data and status, adding what the layout
+// needs.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page string, data map[string]any) {
 	t := c.pages[page]
 	if data == nil {
 		data = map[string]any{}
@@ -255,18 +319,21 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, page string, da
 	data["CSRF"] = csrf(w, r)
 	data["Prefix"] = c.svc.Config.Prefix
 	data["Path"] = r.URL.Path
-	data["Live"] = c.opts.Live
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := t.Execute(w, data); err != nil {
+	var buf bytes.Buffer
+	if err := t.Execute(&buf, data); err != nil {
 		c.opts.Logger.Error("console page failed", "page", page, "error", err)
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
 	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
 }
 
 // fail shows what went wrong reading the stack.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
 	c.opts.Logger.Warn("console could not read the stack", "page", r.URL.Path, "error", err)
-	w.WriteHeader(http.StatusBadGateway)
-	c.render(w, r, "error", map[string]any{"What": what, "Error": err.Error()})
+	c.render(w, r, http.StatusBadGateway, "error", map[string]any{"What": what, "Error": err.Error()})
 }
 
 // stream answers a live view: it runs read at once and then every Live
@@ -282,6 +349,8 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request, read func(ctx c
 	w.Header().Set("Cache-Control", "no-store")
 	send := func(event string, data []byte) {
 		fmt.Fprintf(w, "event: %s\n", event)
+		// A value may hold a carriage return, which ends a line too.
+		data = bytes.ReplaceAll(bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n")), []byte("\r"), []byte("\n"))
 		for _, line := range bytes.Split(data, []byte("\n")) {
 			fmt.Fprintf(w, "data: %s\n", line)
 		}
@@ -300,6 +369,20 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request, read func(ctx c
 		case <-tick.C:
 		}
 	}
+}
+
+// callbackShown is a timer's callback as the console shows it: an
+// http(s) URL by its host only, since its path or query may hold a
+// secret; a queue or topic as it is.
+func callbackShown(callback string) string {
+	u, err := url.Parse(callback)
+	if err != nil {
+		return "(unreadable)"
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return callback
+	}
+	return u.Scheme + "://" + u.Host + "/…"
 }
 
 // since is how long ago t was, rounded for reading.

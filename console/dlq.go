@@ -1,15 +1,13 @@
 package console
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
+	"regexp"
 	"slices"
 	"strings"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"transit/messages"
 	"transit/transport"
@@ -38,7 +36,7 @@ type deadLetterRow struct {
 func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request) {
 	var groups []deadLetterGroup
 	for _, d := range messages.Domains() {
-		url, err := c.queueURL(r.Context(), c.svc.Stack.DeadLetterQueue(d))
+		url, err := c.svc.QueueURL(r.Context(), c.svc.Stack.DeadLetterQueue(d))
 		if err != nil {
 			c.fail(w, r, "the dead-letter queues", err)
 			return
@@ -54,7 +52,7 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request) {
 		}
 		groups = append(groups, g)
 	}
-	c.render(w, r, "deadletters", map[string]any{"Groups": groups, "Moved": r.URL.Query().Get("moved")})
+	c.render(w, r, http.StatusOK, "deadletters", map[string]any{"Groups": groups, "Moved": r.URL.Query().Get("moved"), "Missing": r.URL.Query().Get("missing")})
 }
 
 // redrive moves one dead letter (message_id) or all of a domain's back to
@@ -68,13 +66,13 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request) {
 	}
 	id := r.PostFormValue("message_id")
 	if r.PostFormValue("confirm") != "yes" {
-		c.render(w, r, "redrive", map[string]any{"Domain": d, "MessageID": id, "Queue": c.svc.Stack.CommandQueue(d)})
+		c.render(w, r, http.StatusOK, "redrive", map[string]any{"Domain": d, "MessageID": id, "Queue": c.svc.Stack.CommandQueue(d)})
 		return
 	}
-	dlq, err := c.queueURL(r.Context(), c.svc.Stack.DeadLetterQueue(d))
+	dlq, err := c.svc.QueueURL(r.Context(), c.svc.Stack.DeadLetterQueue(d))
 	if err == nil {
 		var queue string
-		if queue, err = c.queueURL(r.Context(), c.svc.Stack.CommandQueue(d)); err == nil {
+		if queue, err = c.svc.QueueURL(r.Context(), c.svc.Stack.CommandQueue(d)); err == nil {
 			var pick func(transport.DeadLetter) bool
 			if id != "" {
 				pick = func(l transport.DeadLetter) bool { return l.MessageID == id }
@@ -83,7 +81,12 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request) {
 			moved, err = transport.Redrive(r.Context(), c.svc.SQS, dlq, queue, deadLetterPage, pick)
 			c.opts.Logger.Info("console redrove dead letters", "domain", d, "message_id", id, "moved", moved)
 			if err == nil {
-				http.Redirect(w, r, fmt.Sprintf("/dead-letters?moved=%d", moved), http.StatusSeeOther)
+				next := fmt.Sprintf("/dead-letters?moved=%d", moved)
+				if id != "" && moved == 0 {
+					// Gone meanwhile, or hidden by another reader for now.
+					next = "/dead-letters?missing=" + url.QueryEscape(id)
+				}
+				http.Redirect(w, r, next, http.StatusSeeOther)
 				return
 			}
 		}
@@ -91,41 +94,69 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request) {
 	c.fail(w, r, "the redrive of "+string(d), err)
 }
 
-func (c *Console) queueURL(ctx context.Context, name string) (string, error) {
-	out, err := c.svc.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
-	if err != nil {
-		return "", fmt.Errorf("queue %s: %w", name, err)
-	}
-	return aws.ToString(out.QueueUrl), nil
-}
+// secretText finds a secret member's value in a body that is not JSON
+// (a malformed command is what gets dead-lettered): "value": "…" and
+// the like, quoted or not, to the end of the value or of the body.
+var secretText = regexp.MustCompile(`(?i)("?(?:value|password|password_hash|token)"?\s*[:=]\s*)("(?:[^"\\]|\\.)*"?|[^\s,}]+)`)
 
 // redacted is a message body, indented, with every secret member's value
-// hidden; a body that is not JSON is shown as it is.
+// hidden, in JSON nested as a string too, and an http(s) callback shown
+// by its host; a body that is not JSON is shown with anything shaped as
+// a secret member hidden.
 func redacted(body string) string {
-	var v any
-	if err := json.Unmarshal([]byte(body), &v); err != nil {
-		return body
+	v, ok := parseJSON(body)
+	if !ok {
+		return secretText.ReplaceAllString(body, "${1}(hidden)")
 	}
 	out, err := json.MarshalIndent(hide(v), "", "  ")
 	if err != nil {
-		return body
+		return "(not shown)"
 	}
 	return string(out)
+}
+
+// parseJSON reads s as a JSON object or array.
+func parseJSON(s string) (any, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" || (s[0] != '{' && s[0] != '[') {
+		return nil, false
+	}
+	d := json.NewDecoder(strings.NewReader(s))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil || d.More() {
+		return nil, false
+	}
+	return v, true
 }
 
 func hide(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
-			if secretFields[strings.ToLower(k)] {
+			switch key := strings.ToLower(k); {
+			case secretFields[key]:
 				x[k] = "(hidden)"
-				continue
+			case key == "callback":
+				if s, ok := e.(string); ok {
+					x[k] = callbackShown(s)
+				}
+			default:
+				x[k] = hide(e)
 			}
-			x[k] = hide(e)
 		}
 	case []any:
 		for i, e := range x {
 			x[i] = hide(e)
+		}
+	case string:
+		// A payload sent as a string, or a notification's Message.
+		if nested, ok := parseJSON(x); ok {
+			out, err := json.Marshal(hide(nested))
+			if err != nil {
+				return "(not shown)"
+			}
+			return string(out)
 		}
 	}
 	return v

@@ -53,7 +53,7 @@ func (c *Console) schedules(w http.ResponseWriter, r *http.Request) {
 	for i, s := range schedules {
 		rows[i] = rowOf(s)
 	}
-	c.render(w, r, "schedules", map[string]any{"Accounts": accounts, "Schedules": rows})
+	c.render(w, r, http.StatusOK, "schedules", map[string]any{"Accounts": accounts, "Schedules": rows})
 }
 
 // schedule shows one schedule and its resources with what their last
@@ -69,5 +69,5 @@ func (c *Console) schedule(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no schedule "+id, http.StatusNotFound)
 		return
 	}
-	c.render(w, r, "schedule", map[string]any{"Schedule": rowOf(s), "Resources": resources})
+	c.render(w, r, http.StatusOK, "schedule", map[string]any{"Schedule": rowOf(s), "Resources": resources})
 }

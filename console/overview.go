@@ -41,39 +41,56 @@ type oldestSeen struct {
 	oldest *service.DeadLetterSummary
 }
 
-// overviewData reads the overview. A DLQ is read for its oldest letter
-// only when its depth changed since the last read: reading hides the
-// letters from other readers (a redrive, `transit dlq list`) meanwhile,
-// and a live overview must not keep them hidden.
+// overviewData reads the overview, shared by everyone watching it
+// (Console.shared). A DLQ is read for its oldest letter only when its
+// depth changed since the last read: reading hides the letters from
+// other readers (a redrive, `transit dlq list`) meanwhile, and a live
+// overview must not keep them hidden.
 func (c *Console) overviewData(ctx context.Context) (overviewData, error) {
-	st, err := c.svc.Status(ctx, config.HTTPOff, false)
-	if err != nil {
-		return overviewData{}, err
-	}
-	for i, ds := range st.Domains {
-		c.mu.Lock()
-		seen, ok := c.oldest[ds.Domain]
-		c.mu.Unlock()
-		if !ok || seen.depth != ds.DeadLetters {
-			seen.depth = ds.DeadLetters
-			if seen.oldest, err = c.svc.OldestDeadLetter(ctx, ds.Domain); err != nil {
+	return shared(c, "overview", func() (overviewData, error) {
+		st, err := c.svc.Status(ctx, config.HTTPOff, false)
+		if err != nil {
+			return overviewData{}, err
+		}
+		for i, ds := range st.Domains {
+			if st.Domains[i].Oldest, err = c.oldestOf(ctx, ds); err != nil {
 				return overviewData{}, err
 			}
-			c.mu.Lock()
-			c.oldest[ds.Domain] = seen
-			c.mu.Unlock()
 		}
-		st.Domains[i].Oldest = seen.oldest
+		d := overviewData{Status: st, Shards: byOwner(st.TimerShards), Leases: byOwner(st.StreamLeases), At: time.Now()}
+		var serve service.ServeStatus
+		if c.opts.Counts != nil {
+			serve = c.opts.Counts()
+		}
+		for _, ds := range st.Domains {
+			d.Domains = append(d.Domains, domainRow{DomainStatus: ds, Counts: serve.Domains[ds.Domain], Window: serve.Window.Round(time.Second)})
+		}
+		return d, nil
+	})
+}
+
+// oldestOf is the oldest dead letter of ds's domain, read again only
+// when the DLQ's depth changed; an empty DLQ is not read at all.
+func (c *Console) oldestOf(ctx context.Context, ds service.DomainStatus) (*service.DeadLetterSummary, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if seen, ok := c.oldest[ds.Domain]; ok && seen.depth == ds.DeadLetters {
+		return seen.oldest, nil
 	}
-	d := overviewData{Status: st, Shards: byOwner(st.TimerShards), Leases: byOwner(st.StreamLeases), At: time.Now()}
-	var serve service.ServeStatus
-	if c.opts.Counts != nil {
-		serve = c.opts.Counts()
+	var oldest *service.DeadLetterSummary
+	if ds.DeadLetters > 0 {
+		var err error
+		if oldest, err = c.svc.OldestDeadLetter(ctx, ds.Domain); err != nil {
+			return nil, err
+		}
+		if oldest == nil {
+			// Every letter hidden by another reader just now: ask again
+			// next time rather than remember none.
+			return nil, nil
+		}
 	}
-	for _, ds := range st.Domains {
-		d.Domains = append(d.Domains, domainRow{DomainStatus: ds, Counts: serve.Domains[ds.Domain], Window: serve.Window.Round(time.Second)})
-	}
-	return d, nil
+	c.oldest[ds.Domain] = oldestSeen{depth: ds.DeadLetters, oldest: oldest}
+	return oldest, nil
 }
 
 func byOwner(counts map[string]int) []owned {
@@ -91,7 +108,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, "the stack's status", err)
 		return
 	}
-	c.render(w, r, "overview", map[string]any{"Overview": d})
+	c.render(w, r, http.StatusOK, "overview", map[string]any{"Overview": d})
 }
 
 // overviewLive streams the overview's figures.

@@ -41,5 +41,5 @@ func (c *Console) sandboxes(w http.ResponseWriter, r *http.Request) {
 		total += len(sbs)
 		groups = append(groups, g)
 	}
-	c.render(w, r, "sandboxes", map[string]any{"Groups": groups, "Total": total})
+	c.render(w, r, http.StatusOK, "sandboxes", map[string]any{"Groups": groups, "Total": total})
 }

@@ -31,9 +31,13 @@ type agentGroup struct {
 	Agents []store.Agent
 }
 
-// board reads the tasks of org (every org's for "") by state, of one
+// board is the tasks of org (every org's for "") by state, of one
 // project when project is set, and the org's agents by status.
 func (c *Console) board(ctx context.Context, org, project string) (boardData, error) {
+	return shared(c, "board\x00"+org+"\x00"+project, func() (boardData, error) { return c.readBoard(ctx, org, project) })
+}
+
+func (c *Console) readBoard(ctx context.Context, org, project string) (boardData, error) {
 	d := boardData{Org: org, Project: project, At: time.Now()}
 	byState := map[string][]store.Task{}
 	if project != "" {
@@ -74,7 +78,7 @@ func (c *Console) tasks(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, "the tasks", err)
 		return
 	}
-	c.render(w, r, "tasks", map[string]any{"Board": d})
+	c.render(w, r, http.StatusOK, "tasks", map[string]any{"Board": d})
 }
 
 // tasksLive streams the board as it changes.
@@ -119,7 +123,7 @@ func (c *Console) task(w http.ResponseWriter, r *http.Request) {
 	if len(logs) > 0 {
 		live.Set("logs_after", logs[len(logs)-1].SK)
 	}
-	c.render(w, r, "task", map[string]any{"Task": t, "Lines": store.Interleave(events, logs),
+	c.render(w, r, http.StatusOK, "task", map[string]any{"Task": t, "Lines": store.Interleave(events, logs),
 		"LiveURL": "/live/tasks/" + url.PathEscape(org) + "/" + url.PathEscape(id) + "?" + live.Encode()})
 }
 

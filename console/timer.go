@@ -34,5 +34,5 @@ func (c *Console) timers(w http.ResponseWriter, r *http.Request) {
 		}
 		rows[i] = shardRow{Shard: sh, Lapsed: sh.Version == 0 || sh.Owner == "" || sh.Lapsed(c.svc.Config.TimerLease, now), Due: due}
 	}
-	c.render(w, r, "timers", map[string]any{"Shards": rows, "Window": dueWindow})
+	c.render(w, r, http.StatusOK, "timers", map[string]any{"Shards": rows, "Window": dueWindow})
 }

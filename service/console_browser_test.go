@@ -144,13 +144,21 @@ func TestConsole_in_a_browser(t *testing.T) {
 	}
 	shoot(t, ctx, dir, "trace.png")
 
-	for page, name := range map[string]string{
-		"/sandboxes": "sandboxes.png", "/timers": "timers.png",
-		"/history?entity=SANDBOX%23" + allocated.SandboxID: "history.png",
-	} {
+	for page, name := range map[string]string{"/sandboxes": "sandboxes.png", "/timers": "timers.png"} {
 		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+page), chromedp.WaitVisible(chromedp.CSS(`main h1`))))
 		shoot(t, ctx, dir, name)
 	}
+	// The sandbox's history, reached by its link.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/sandboxes"),
+		chromedp.Click(chromedp.CSS(`main table a[href^="/history"]`)), chromedp.WaitVisible(chromedp.CSS(`input#entity`))))
+	entity, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`main h2`)))
+	require.NoError(t, err)
+	assert.Equal(t, "SANDBOX#"+allocated.SandboxID, entity)
+	actions, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`main table`)))
+	require.NoError(t, err)
+	assert.Contains(t, actions, "sandbox.allocate")
+	assert.Contains(t, actions, "sandbox.expire")
+	shoot(t, ctx, dir, "history.png")
 }
 
 // inColumn is the state whose board column holds task id's card, "" when

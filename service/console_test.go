@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -97,6 +98,12 @@ func (s *stack) deadLetter(id string, t messages.Type, payload any, reason strin
 	require.NoError(s.t, err)
 }
 
+// jsonString is s as a JSON string.
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
 var domainRow = regexp.MustCompile(`(?s)<tr data-domain="sandbox">(.*?)</tr>`)
 
 // sandboxFigure reads one figure of the sandbox row of the overview.
@@ -177,6 +184,29 @@ func TestConsole_security(t *testing.T) {
 	open.ServeHTTP(rec, far)
 	assert.Equal(t, http.StatusForbidden, rec.Code, "another address, no token")
 
+	for host, want := range map[string]int{"rebound.example:9090": http.StatusForbidden, "localhost:9090": http.StatusOK, "127.0.0.1:9090": http.StatusOK} {
+		near := httptest.NewRequest(http.MethodGet, "/login", nil)
+		near.RemoteAddr, near.Host = "127.0.0.1:40000", host
+		rec := httptest.NewRecorder()
+		open.ServeHTTP(rec, near)
+		// /login redirects to / without a token: admitted.
+		if want == http.StatusOK {
+			assert.Equal(t, http.StatusSeeOther, rec.Code, "a loopback client at %s", host)
+		} else {
+			assert.Equal(t, want, rec.Code, "a loopback client at %s: a name rebound to 127.0.0.1", host)
+		}
+	}
+	for name, header := range map[string][2]string{"Sec-Fetch-Site": {"Sec-Fetch-Site", "cross-site"}, "Origin": {"Origin", "http://evil.example"}} {
+		post := httptest.NewRequest(http.MethodPost, "/dead-letters/redrive", strings.NewReader("domain=sandbox&csrf=x"))
+		post.RemoteAddr, post.Host = "127.0.0.1:40000", "127.0.0.1:9090"
+		post.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		post.Header.Set(header[0], header[1])
+		post.AddCookie(&http.Cookie{Name: "transit_csrf", Value: "x"})
+		rec := httptest.NewRecorder()
+		open.ServeHTTP(rec, post)
+		assert.Equal(t, http.StatusForbidden, rec.Code, "a POST from another site (%s), cookie and field matching", name)
+	}
+
 	guarded, err := console.New(s.svc, console.Options{Token: "a-console-token-0123"})
 	require.NoError(t, err)
 	for _, bearer := range []string{"", "Bearer wrong-token-0123456789"} {
@@ -196,14 +226,17 @@ func TestConsole_security(t *testing.T) {
 	rec = httptest.NewRecorder()
 	guarded.ServeHTTP(rec, login)
 	assert.Equal(t, http.StatusUnauthorized, rec.Code, "a wrong token at the login form")
-	assert.Empty(t, rec.Result().Cookies(), "and no session")
+	for _, ck := range rec.Result().Cookies() {
+		assert.NotEqual(t, "transit_console", ck.Name, "and no session")
+	}
 
-	login = httptest.NewRequest(http.MethodPost, "/login", strings.NewReader("token=a-console-token-0123&csrf=x"))
+	login = httptest.NewRequest(http.MethodPost, "/login", strings.NewReader("token=a-console-token-0123&csrf=x&next="+url.QueryEscape(`/\evil.example/`)))
 	login.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	login.AddCookie(&http.Cookie{Name: "transit_csrf", Value: "x"})
 	rec = httptest.NewRecorder()
 	guarded.ServeHTTP(rec, login)
 	require.Equal(t, http.StatusSeeOther, rec.Code)
+	assert.Equal(t, "/", rec.Header().Get("Location"), "a next that a browser would read as another host")
 	cookies := rec.Result().Cookies()
 	require.Len(t, cookies, 1)
 	session := cookies[0]
@@ -217,10 +250,26 @@ func TestConsole_security(t *testing.T) {
 	guarded.ServeHTTP(rec, page)
 	assert.Equal(t, http.StatusOK, rec.Code, "signed in, from another address")
 
+	// Secrets in dead letters: a malformed secret.stored, a user.register
+	// and a timer.create whose callback carries a token in its query.
+	s.sendRaw(`{"type": "secret.stored", "payload": {"org_id": "acme", "secret_id": "db", "value": "hunter2-secret-value`, nil)
+	register, err := messages.NewCommand(uuid.NewString(), messages.UserRegister, messages.UserRegisterPayload{OrgID: "acme", UserID: "u-1",
+		Email: "u@acme.test", Password: "correct-horse-password", DisplayName: "U", Role: messages.RoleMember, Actor: "system"}, time.Now())
+	require.NoError(t, err)
+	s.deadLetter(uuid.NewString(), messages.SandboxAllocate, json.RawMessage(`{"command": `+jsonString(string(register))+`, "callback": "https://hooks.example/x?token=callback-secret-token"}`), "parked by hand")
+	s.deadLetters(2)
+	c := newConsoleClient(t, base)
+	code, letters := c.get("/dead-letters")
+	require.Equal(t, http.StatusOK, code)
+	for _, secret := range []string{"hunter2-secret-value", "correct-horse-password", "callback-secret-token"} {
+		assert.NotContains(t, letters, secret)
+	}
+	assert.Contains(t, letters, "(hidden)")
+	assert.Contains(t, letters, "https://hooks.example/…", "a callback by its host")
+
 	// Hostile values, through the served console.
 	hostile := `"><script>window.pwned=1</script>`
 	s.syncInventory(uuid.NewString(), []messages.InventoryItem{{ExternalID: "ext" + hostile, Name: "name" + hostile, LabDurationHours: 4}})
-	c := newConsoleClient(t, base)
 	for _, path := range []string{"/sandboxes", "/history?entity=" + url.QueryEscape("SANDBOX#"+hostile), "/trace?correlation=" + url.QueryEscape(hostile)} {
 		code, body := c.get(path)
 		require.Equal(t, http.StatusOK, code, path)

@@ -167,13 +167,10 @@ type queueDepths struct {
 	mu      sync.Mutex
 	sampled time.Time
 	last    []metrics.QueueDepth
-	// urls caches each queue's URL: it follows from the name, so one
-	// GetQueueUrl per queue for the process's life, not per sample.
-	urls map[string]*string
 }
 
 func newQueueDepths(s *Service, served map[messages.Domain]bool) *queueDepths {
-	return &queueDepths{svc: s, served: served, urls: map[string]*string{}}
+	return &queueDepths{svc: s, served: served}
 }
 
 // depths is the last sample, taken again once it is reachableFor old.
@@ -198,14 +195,9 @@ func (q *queueDepths) sample(ctx context.Context) []metrics.QueueDepth {
 			continue
 		}
 		for kind, name := range map[string]string{"commands": s.Stack.CommandQueue(d), "dlq": s.Stack.DeadLetterQueue(d)} {
-			url, ok := q.urls[name]
-			if !ok {
-				got, err := s.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
-				if err != nil {
-					continue
-				}
-				url = got.QueueUrl
-				q.urls[name] = url
+			url, err := s.QueueURL(ctx, name)
+			if err != nil {
+				continue
 			}
 			visible, inFlight, err := s.queueCounts(ctx, url)
 			if err != nil {

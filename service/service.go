@@ -75,6 +75,22 @@ type Service struct {
 
 	resolverMu sync.Mutex
 	resolver   *wmsns.GenerateArnTopicResolver
+	// queueURLs caches QueueURL's answers: a URL follows from the name.
+	queueURLs sync.Map
+}
+
+// QueueURL is the URL of the stack's queue name, asked of SQS once per
+// process.
+func (s *Service) QueueURL(ctx context.Context, name string) (string, error) {
+	if url, ok := s.queueURLs.Load(name); ok {
+		return url.(string), nil
+	}
+	out, err := s.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	if err != nil {
+		return "", fmt.Errorf("queue %s: %w", name, err)
+	}
+	s.queueURLs.Store(name, aws.ToString(out.QueueUrl))
+	return aws.ToString(out.QueueUrl), nil
 }
 
 // New loads the AWS configuration (the SDK's chain: environment, shared

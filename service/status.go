@@ -256,24 +256,24 @@ func (s *Service) Status(ctx context.Context, addr string, peek bool) (Status, e
 
 func (s *Service) domainStatus(ctx context.Context, d messages.Domain, peek bool) (DomainStatus, error) {
 	ds := DomainStatus{Domain: d}
-	queue, err := s.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(s.Stack.CommandQueue(d))})
+	queue, err := s.QueueURL(ctx, s.Stack.CommandQueue(d))
 	if err != nil {
-		return DomainStatus{}, fmt.Errorf("queue %s: %w", s.Stack.CommandQueue(d), err)
-	}
-	if ds.Queued, ds.InFlight, err = s.queueCounts(ctx, queue.QueueUrl); err != nil {
 		return DomainStatus{}, err
 	}
-	dlq, err := s.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(s.Stack.DeadLetterQueue(d))})
-	if err != nil {
-		return DomainStatus{}, fmt.Errorf("queue %s: %w", s.Stack.DeadLetterQueue(d), err)
+	if ds.Queued, ds.InFlight, err = s.queueCounts(ctx, queue); err != nil {
+		return DomainStatus{}, err
 	}
-	visible, hidden, err := s.queueCounts(ctx, dlq.QueueUrl)
+	dlq, err := s.QueueURL(ctx, s.Stack.DeadLetterQueue(d))
+	if err != nil {
+		return DomainStatus{}, err
+	}
+	visible, hidden, err := s.queueCounts(ctx, dlq)
 	if err != nil {
 		return DomainStatus{}, err
 	}
 	ds.DeadLetters = visible + hidden
 	if peek && visible > 0 {
-		ds.Oldest, err = s.oldestIn(ctx, aws.ToString(dlq.QueueUrl))
+		ds.Oldest, err = s.oldestIn(ctx, dlq)
 	}
 	return ds, err
 }
@@ -282,11 +282,11 @@ func (s *Service) domainStatus(ctx context.Context, d messages.Domain, peek bool
 // of d; nil when its DLQ is empty. Reading them hides them from other
 // readers (a redrive, `transit dlq list`) for as long as it takes.
 func (s *Service) OldestDeadLetter(ctx context.Context, d messages.Domain) (*DeadLetterSummary, error) {
-	dlq, err := s.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(s.Stack.DeadLetterQueue(d))})
+	dlq, err := s.QueueURL(ctx, s.Stack.DeadLetterQueue(d))
 	if err != nil {
-		return nil, fmt.Errorf("queue %s: %w", s.Stack.DeadLetterQueue(d), err)
+		return nil, err
 	}
-	return s.oldestIn(ctx, aws.ToString(dlq.QueueUrl))
+	return s.oldestIn(ctx, dlq)
 }
 
 func (s *Service) oldestIn(ctx context.Context, dlqURL string) (*DeadLetterSummary, error) {
@@ -306,11 +306,11 @@ func (s *Service) oldestIn(ctx context.Context, dlqURL string) (*DeadLetterSumma
 }
 
 // queueCounts reads a queue's approximate visible and in-flight counts.
-func (s *Service) queueCounts(ctx context.Context, url *string) (visible, inFlight int, err error) {
-	attrs, err := s.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: url,
+func (s *Service) queueCounts(ctx context.Context, url string) (visible, inFlight int, err error) {
+	attrs, err := s.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
 		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
 	if err != nil {
-		return 0, 0, fmt.Errorf("counts of %s: %w", aws.ToString(url), err)
+		return 0, 0, fmt.Errorf("counts of %s: %w", url, err)
 	}
 	visible, _ = strconv.Atoi(attrs.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
 	inFlight, _ = strconv.Atoi(attrs.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])

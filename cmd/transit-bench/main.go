@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"transit/config"
+	"transit/console"
 	"transit/internal/bench"
 	"transit/internal/metering"
 	"transit/service"
@@ -43,7 +44,7 @@ var subcommands = map[string]func(ctx context.Context, args []string) error{
 
 func main() {
 	if len(os.Args) < 2 || subcommands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: transit-bench model [--report FILE] [--out FILE]\n       transit-bench bench [--moto-only] [--commands N] [--concurrency L] [--rounds N] [--timers N] [--tasks N] [--agents N] [--layer-versions N] [--sqs-idle D] [--scale-replicas N] [--instrumentation-rounds N] [--out DIR]   (-h for all flags)")
+		fmt.Fprintln(os.Stderr, "usage: transit-bench model [--report FILE] [--out FILE]\n       transit-bench bench [--moto-only] [--commands N] [--concurrency L] [--rounds N] [--timers N] [--tasks N] [--agents N] [--layer-versions N] [--sqs-idle D] [--scale-replicas N] [--instrumentation-rounds N] [--console-rounds N] [--out DIR]   (-h for all flags)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -74,8 +75,12 @@ func runBench(ctx context.Context, args []string) error {
 	fs.DurationVar(&o.ScrapeInterval, "scrape-interval", 15*time.Second, "how often the instrumentation case reads /metrics (Prometheus's usual interval)")
 	fs.BoolVar(&o.Profile, "profile", false, "write a CPU profile of each instrumentation run's worker beside the report")
 	fs.IntVar(&o.InstrumentationRounds, "instrumentation-rounds", 5, "rounds of five runs (neither, metrics, tracing, both, both keeping one trace in ten) measuring what metrics and tracing cost (0 skips it)")
+	fs.IntVar(&o.ConsoleRounds, "console-rounds", 3, "rounds of two runs (the console closed, and open with clients on its live views) measuring what watching costs (0 skips it)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if o.ConsoleRounds < 0 {
+		return fmt.Errorf("--console-rounds: %d, want 0 or more", o.ConsoleRounds)
 	}
 	if o.Commands < 2 || o.Commands%2 != 0 {
 		return fmt.Errorf("--commands: %d, want an even number of at least 2", o.Commands)
@@ -152,7 +157,11 @@ func runModel(_ context.Context, args []string) error {
 // STATS.mark on SIGUSR1 and the totals to STATS when it has drained.
 func runBenchServe(ctx context.Context, args []string) error {
 	return metered(ctx, "bench-serve", args, func(ctx context.Context, svc *service.Service) error {
-		err := svc.Serve(ctx, service.ServeOptions{})
+		c, err := console.New(svc, console.Options{Token: svc.Config.ConsoleToken, Logger: svc.Logger})
+		if err != nil {
+			return err
+		}
+		err = svc.Serve(ctx, service.ServeOptions{Console: c.Serving})
 		// As serve does on exit; inside the figures, since exporting the
 		// last spans is part of what tracing costs.
 		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -45,6 +45,9 @@ type Options struct {
 	// InstrumentationRounds of five runs (neither, metrics, tracing,
 	// both, both with one trace in ten kept) measure what metrics and tracing cost; 0 skips it.
 	InstrumentationRounds int
+	// ConsoleRounds of two runs (the console closed, and open with its
+	// live views subscribed) measure what watching costs; 0 skips it.
+	ConsoleRounds int
 	// ScrapeInterval is how often the metrics variants' /metrics is read.
 	ScrapeInterval time.Duration
 	// Profile writes a CPU profile of each instrumentation run's worker
@@ -74,6 +77,8 @@ type Report struct {
 	Layers             *LayerCase       `json:"layers,omitempty"`
 	SQS                *SQSCase         `json:"sqs,omitempty"`
 	Scale              *ScaleCase       `json:"scale,omitempty"`
+	// Console is what an open console costs.
+	Console *ConsoleResult `json:"console,omitempty"`
 	// Instrumentation is what metrics and tracing cost.
 	Instrumentation *InstrumentationResult `json:"instrumentation,omitempty"`
 }
@@ -167,6 +172,19 @@ func Run(ctx context.Context, o Options, out io.Writer) (Report, error) {
 			return rep, fmt.Errorf("instrumentation: %w", err)
 		}
 		rep.Instrumentation = &i
+	}
+	if o.ConsoleRounds > 0 {
+		// Its runs start emulators of their own, as the instrumentation
+		// case's do.
+		stop()
+		stop = func() {}
+		c := o.Concurrencies[len(o.Concurrencies)-1]
+		fmt.Fprintf(out, "console: %d rounds of transit at concurrency %d with the console closed and open...\n", o.ConsoleRounds, c)
+		cr, err := runConsole(ctx, o, c, o.ConsoleRounds)
+		if err != nil {
+			return rep, fmt.Errorf("console: %w", err)
+		}
+		rep.Console = &cr
 	}
 	rep.Write(out)
 	b, _ := json.MarshalIndent(rep, "", "  ")

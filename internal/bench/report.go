@@ -145,6 +145,9 @@ func (r Report) Write(out io.Writer) {
 	if r.Instrumentation != nil {
 		r.Instrumentation.write(out, w)
 	}
+	if r.Console != nil {
+		r.Console.write(out, w)
+	}
 	if r.Tasks != nil {
 		r.Tasks.write(out, w, r.TransactUnitsScale)
 	}
