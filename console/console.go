@@ -55,7 +55,10 @@ type Options struct {
 	// Counts is the serving replica's last minute of deliveries; nil
 	// when the console runs without serve.
 	Counts func() service.ServeStatus
-	// Live is how often live views are refreshed; default 2s.
+	// Live is how often the stack-wide live views (the overview, the
+	// task board) are read again; default 5s. A task's page follows its
+	// task every second, or every Live if that is shorter: it reads one
+	// task.
 	Live   time.Duration
 	Logger *slog.Logger
 }
@@ -86,15 +89,16 @@ type snapshot struct {
 }
 
 // shared runs read for the view key, or returns its last result if that
-// is younger than half the live interval: every viewer of a view, and
-// the page load before its first live event, share one read of AWS.
+// is younger than the live interval: every viewer of a view, and the
+// page load before its first live event, share one read of AWS per
+// interval.
 // Reads are one at a time; a viewer waits for the read under way rather
 // than make its own.
 func shared[T any](c *Console, key string, read func() (T, error)) (T, error) {
 	c.snapMu.Lock()
 	defer c.snapMu.Unlock()
 	now := time.Now()
-	if s, ok := c.snaps[key]; ok && now.Sub(s.at) < c.opts.Live/2 {
+	if s, ok := c.snaps[key]; ok && now.Sub(s.at) < c.opts.Live {
 		return s.v.(T), nil
 	}
 	for k, s := range c.snaps {
@@ -112,7 +116,7 @@ func shared[T any](c *Console, key string, read func() (T, error)) (T, error) {
 // New returns the console of svc's stack.
 func New(svc *service.Service, opts Options) (*Console, error) {
 	if opts.Live <= 0 {
-		opts.Live = 2 * time.Second
+		opts.Live = 5 * time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -336,10 +340,18 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, what string, err 
 	c.render(w, r, http.StatusBadGateway, "error", map[string]any{"What": what, "Error": err.Error()})
 }
 
-// stream answers a live view: it runs read at once and then every Live
-// until the client goes, read sending Server-Sent Events of rendered
+// fragment renders the template name of page with data: a live view's
+// update.
+func (c *Console) fragment(page, name string, data any) ([]byte, error) {
+	var buf bytes.Buffer
+	err := c.pages[page].ExecuteTemplate(&buf, name, data)
+	return buf.Bytes(), err
+}
+
+// stream answers a live view: it runs read at once and then every
+// interval until the client goes, read sending Server-Sent Events of rendered
 // fragments. Nothing is read from AWS while nobody watches.
-func (c *Console) stream(w http.ResponseWriter, r *http.Request, read func(ctx context.Context, send func(event string, data []byte)) error) {
+func (c *Console) stream(w http.ResponseWriter, r *http.Request, every time.Duration, read func(ctx context.Context, send func(event string, data []byte)) error) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
@@ -356,7 +368,7 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request, read func(ctx c
 		}
 		fmt.Fprint(w, "\n")
 	}
-	tick := time.NewTicker(c.opts.Live)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		if err := read(r.Context(), send); err != nil && r.Context().Err() == nil {

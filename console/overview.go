@@ -1,7 +1,6 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"sort"
@@ -113,16 +112,15 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 
 // overviewLive streams the overview's figures.
 func (c *Console) overviewLive(w http.ResponseWriter, r *http.Request) {
-	c.stream(w, r, func(ctx context.Context, send func(event string, data []byte)) error {
+	c.stream(w, r, c.opts.Live, func(ctx context.Context, send func(event string, data []byte)) error {
 		d, err := c.overviewData(ctx)
 		if err != nil {
 			return err
 		}
-		var buf bytes.Buffer
-		if err := c.pages["overview"].ExecuteTemplate(&buf, "figures", map[string]any{"Overview": d}); err != nil {
-			return err
+		frag, err := c.fragment("overview", "figures", map[string]any{"Overview": d})
+		if err == nil {
+			send("overview", frag)
 		}
-		send("overview", buf.Bytes())
-		return nil
+		return err
 	})
 }

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/url"
@@ -84,17 +83,16 @@ func (c *Console) tasks(w http.ResponseWriter, r *http.Request) {
 // tasksLive streams the board as it changes.
 func (c *Console) tasksLive(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	c.stream(w, r, func(ctx context.Context, send func(event string, data []byte)) error {
+	c.stream(w, r, c.opts.Live, func(ctx context.Context, send func(event string, data []byte)) error {
 		d, err := c.board(ctx, q.Get("org"), q.Get("project"))
 		if err != nil {
 			return err
 		}
-		var buf bytes.Buffer
-		if err := c.pages["tasks"].ExecuteTemplate(&buf, "board", map[string]any{"Board": d}); err != nil {
-			return err
+		frag, err := c.fragment("tasks", "board", map[string]any{"Board": d})
+		if err == nil {
+			send("board", frag)
 		}
-		send("board", buf.Bytes())
-		return nil
+		return err
 	})
 }
 
@@ -132,7 +130,7 @@ func (c *Console) task(w http.ResponseWriter, r *http.Request) {
 func (c *Console) taskLive(w http.ResponseWriter, r *http.Request) {
 	org, id := r.PathValue("org"), r.PathValue("task")
 	lastEvent, lastLog := r.URL.Query().Get("events_after"), r.URL.Query().Get("logs_after")
-	c.stream(w, r, func(ctx context.Context, send func(event string, data []byte)) error {
+	c.stream(w, r, min(c.opts.Live, time.Second), func(ctx context.Context, send func(event string, data []byte)) error {
 		// The state first: what was written before it is read below.
 		t, _, err := c.svc.Store.GetTask(ctx, org, id)
 		if err != nil {
@@ -148,17 +146,16 @@ func (c *Console) taskLive(w http.ResponseWriter, r *http.Request) {
 		if len(logs) > 0 {
 			lastLog = logs[len(logs)-1].SK
 		}
-		var buf bytes.Buffer
-		if err := c.pages["task"].ExecuteTemplate(&buf, "state", t); err != nil {
+		frag, err := c.fragment("task", "state", t)
+		if err != nil {
 			return err
 		}
-		send("state", buf.Bytes())
+		send("state", frag)
 		if lines := store.Interleave(events, logs); len(lines) > 0 {
-			buf.Reset()
-			if err := c.pages["task"].ExecuteTemplate(&buf, "lines", lines); err != nil {
+			if frag, err = c.fragment("task", "lines", lines); err != nil {
 				return err
 			}
-			send("lines", buf.Bytes())
+			send("lines", frag)
 		}
 		return nil
 	})

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,6 +60,18 @@ func screenshots(t *testing.T) string {
 	return t.TempDir()
 }
 
+// text is the rendered text of the first element css selects, "" when
+// none does, read in one step: a live view may swap the element out
+// between a lookup and a read of it.
+func text(t *testing.T, ctx context.Context, css string) string {
+	t.Helper()
+	sel, err := json.Marshal(css)
+	require.NoError(t, err)
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector(`+string(sel)+`)?.innerText ?? ""`))
+	require.NoError(t, err)
+	return got
+}
+
 // shoot takes a full-page PNG of what the browser shows into dir/name.
 func shoot(t *testing.T, ctx context.Context, dir, name string) {
 	t.Helper()
@@ -88,19 +101,15 @@ func TestConsole_in_a_browser(t *testing.T) {
 	s.send(alloc, messages.SandboxAllocate, messages.SandboxAllocatePayload{TrackID: "track-short"})
 	allocated := payloadOf[messages.SandboxAllocatedPayload](t, s.eventFor(alloc, messages.SandboxAllocated))
 
-	deadLetters := chromedp.CSS(`tr[data-domain="sandbox"] td[data-field="dead_letters"]`)
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/")))
-	before, err := chromedp.Run(ctx, chromedp.Text(deadLetters))
-	require.NoError(t, err)
-	assert.Equal(t, "0", before)
+	deadLetters := `tr[data-domain="sandbox"] td[data-field="dead_letters"]`
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(deadLetters))))
+	assert.Equal(t, "0", text(t, ctx, deadLetters))
 
 	s.sendRaw(`{"not": "a command"`, nil)
 	parked := uuid.NewString()
 	s.deadLetter(parked, messages.SandboxAllocate, messages.SandboxAllocatePayload{TrackID: "track-2"}, "table missing")
 	require.Eventually(t, func() bool {
-		n, err := chromedp.Run(ctx, chromedp.Text(deadLetters))
-		require.NoError(t, err)
-		return n == "2 ⚠"
+		return text(t, ctx, deadLetters) == "2 ⚠"
 	}, 45*time.Second, 200*time.Millisecond, "the overview shows both dead letters without a reload")
 	shoot(t, ctx, dir, "overview.png")
 
@@ -119,15 +128,25 @@ func TestConsole_in_a_browser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`tr[data-message-id="`+parkedID+`"] button`)),
 		chromedp.WaitVisible(confirmButton),
 	))
-	confirm, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`main p`)))
-	require.NoError(t, err)
+	confirm := text(t, ctx, `main p`)
 	assert.Contains(t, confirm, parkedID, "the confirmation names the message")
 	shoot(t, ctx, dir, "redrive.png")
 	require.NoError(t, chromedp.Do(ctx, chromedp.Click(confirmButton), chromedp.WaitVisible(chromedp.CSS(`.done`))))
-	done, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`.done`)))
-	require.NoError(t, err)
+	done := text(t, ctx, `.done`)
 	assert.Equal(t, "Redrove 1 message(s) to their command queue.", done)
 	s.eventFor(parked, messages.SandboxAllocationRejected)
+
+	// The poison message redriven too: handled again, it is dead-lettered
+	// again, with the same reason, under a new message ID.
+	poisonID, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#dlq-sandbox tr.letter').dataset.messageId`))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`tr[data-message-id="`+poisonID+`"] button`)), chromedp.WaitVisible(confirmButton),
+		chromedp.Click(confirmButton), chromedp.WaitVisible(chromedp.CSS(`.done`))))
+	require.Eventually(t, func() bool {
+		letters := s.deadLetters(1)
+		return letters[0].MessageID != poisonID && strings.Contains(letters[0].Reason, "invalid body: not a JSON object")
+	}, 30*time.Second, 500*time.Millisecond, "dead-lettered again after the redrive")
 
 	expire := messages.DerivedID(alloc, messages.SandboxExpire, allocated.SandboxID)
 	s.eventFor(expire, messages.SandboxExpired)
@@ -151,11 +170,9 @@ func TestConsole_in_a_browser(t *testing.T) {
 	// The sandbox's history, reached by its link.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/sandboxes"),
 		chromedp.Click(chromedp.CSS(`main table a[href^="/history"]`)), chromedp.WaitVisible(chromedp.CSS(`input#entity`))))
-	entity, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`main h2`)))
-	require.NoError(t, err)
+	entity := text(t, ctx, `main h2`)
 	assert.Equal(t, "SANDBOX#"+allocated.SandboxID, entity)
-	actions, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`main table`)))
-	require.NoError(t, err)
+	actions := text(t, ctx, `main table`)
 	assert.Contains(t, actions, "sandbox.allocate")
 	assert.Contains(t, actions, "sandbox.expire")
 	shoot(t, ctx, dir, "history.png")
@@ -199,22 +216,17 @@ func TestConsole_task_board_in_a_browser(t *testing.T) {
 
 	s.queueTask("t-page", "show me")
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/tasks/acme/t-page"), chromedp.WaitVisible(chromedp.CSS(`#state`))))
-	state, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#state strong`)))
-	require.NoError(t, err)
-	assert.Equal(t, "QUEUED", state)
+	assert.Equal(t, "QUEUED", text(t, ctx, `#state strong`))
 	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`window.stayed = true`))
 	require.NoError(t, err)
 	wait = s.startAgent("agent-2", "echo first line; sleep 1; echo last line")
 	require.Eventually(t, func() bool {
-		state, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#state strong`)))
-		require.NoError(t, err)
-		return state == "COMPLETED"
+		return text(t, ctx, `#state strong`) == "COMPLETED"
 	}, time.Minute, 200*time.Millisecond, "the page shows the task completed")
 	require.NoError(t, wait())
 	var lines string
 	require.Eventually(t, func() bool {
-		lines, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#lines`)))
-		require.NoError(t, err)
+		lines = text(t, ctx, `#lines`)
 		return strings.Contains(lines, "last line")
 	}, 10*time.Second, 200*time.Millisecond, "the log lines arrive")
 	assert.Less(t, strings.Index(lines, "first line"), strings.Index(lines, "last line"), "in order")
@@ -239,8 +251,7 @@ func TestConsole_schedules_in_a_browser(t *testing.T) {
 	require.Len(t, stopped.Results, 1)
 
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/schedules"), chromedp.WaitVisible(chromedp.CSS(`tr[data-schedule="sch-dev"]`))))
-	row, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`tr[data-schedule="sch-dev"]`)))
-	require.NoError(t, err)
+	row := text(t, ctx, `tr[data-schedule="sch-dev"]`)
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	require.NoError(t, err)
 	next, err := time.Parse(time.RFC3339Nano, stopped.NextAt)
@@ -250,8 +261,7 @@ func TestConsole_schedules_in_a_browser(t *testing.T) {
 	shoot(t, ctx, dir, "schedules.png")
 
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/schedules/sch-dev"), chromedp.WaitVisible(chromedp.CSS(`main table`))))
-	resources, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`main table tbody`)))
-	require.NoError(t, err)
+	resources := text(t, ctx, `main table tbody`)
 	assert.Contains(t, resources, arns[0])
 	assert.Contains(t, resources, messages.ExecSuccess, "the last window's result")
 	shoot(t, ctx, dir, "schedule.png")
