@@ -16,6 +16,7 @@ import (
 	"crypto/subtle"
 	"embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -79,36 +80,55 @@ type Console struct {
 
 	// snaps are the live views' last reads (shared).
 	snapMu sync.Mutex
-	snaps  map[string]snapshot
+	snaps  map[string]*snapshot
 }
 
-// snapshot is a view's read and when it was made.
+// snapshot is a view's last read and when it was made; mu is held while
+// it is read again.
 type snapshot struct {
+	mu sync.Mutex
 	at time.Time
 	v  any
 }
 
+// readTimeout bounds one shared read of AWS.
+const readTimeout = 10 * time.Second
+
 // shared runs read for the view key, or returns its last result if that
 // is younger than the live interval: every viewer of a view, and the
 // page load before its first live event, share one read of AWS per
-// interval.
-// Reads are one at a time; a viewer waits for the read under way rather
-// than make its own.
-func shared[T any](c *Console, key string, read func() (T, error)) (T, error) {
+// interval. A viewer waits for a read of its view under way rather than
+// make its own; views do not wait for one another. The read has a
+// context of its own: it serves every viewer, not only the one whose
+// request started it.
+func shared[T any](ctx context.Context, c *Console, key string, read func(ctx context.Context) (T, error)) (T, error) {
 	c.snapMu.Lock()
-	defer c.snapMu.Unlock()
 	now := time.Now()
-	if s, ok := c.snaps[key]; ok && now.Sub(s.at) < c.opts.Live {
-		return s.v.(T), nil
-	}
 	for k, s := range c.snaps {
-		if now.Sub(s.at) > time.Minute {
-			delete(c.snaps, k) // a view nobody watches any more
+		if k != key && s.mu.TryLock() {
+			if now.Sub(s.at) > time.Minute {
+				delete(c.snaps, k) // a view nobody watches any more
+			}
+			s.mu.Unlock()
 		}
 	}
-	v, err := read()
+	s, ok := c.snaps[key]
+	if !ok {
+		s = &snapshot{}
+		c.snaps[key] = s
+	}
+	c.snapMu.Unlock()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, fresh := s.v.(T); fresh && time.Since(s.at) < c.opts.Live {
+		return v, nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readTimeout)
+	defer cancel()
+	v, err := read(ctx)
 	if err == nil {
-		c.snaps[key] = snapshot{at: now, v: v}
+		s.at, s.v = time.Now(), v
 	}
 	return v, err
 }
@@ -126,7 +146,7 @@ func New(svc *service.Service, opts Options) (*Console, error) {
 		return nil, err
 	}
 	c := &Console{svc: svc, opts: opts, pages: pages, mux: http.NewServeMux(), oldest: map[messages.Domain]oldestSeen{},
-		snaps: map[string]snapshot{}}
+		snaps: map[string]*snapshot{}}
 	static, err := fs.Sub(staticFS, "static")
 	if err != nil {
 		return nil, err
@@ -348,10 +368,16 @@ func (c *Console) fragment(page, name string, data any) ([]byte, error) {
 	return buf.Bytes(), err
 }
 
+// errEnded ends a live view's reads: what it follows will not change
+// again (a task that ended).
+var errEnded = errors.New("the view's subject ended")
+
 // stream answers a live view: it runs read at once and then every
-// interval until the client goes, read sending Server-Sent Events of rendered
-// fragments. Nothing is read from AWS while nobody watches.
-func (c *Console) stream(w http.ResponseWriter, r *http.Request, every time.Duration, read func(ctx context.Context, send func(event string, data []byte)) error) {
+// interval until the client goes, read sending Server-Sent Events of
+// rendered fragments, each with an id the browser sends back as
+// Last-Event-ID when it reconnects. Nothing is read from AWS while
+// nobody watches, nor once read returns errEnded.
+func (c *Console) stream(w http.ResponseWriter, r *http.Request, every time.Duration, read func(ctx context.Context, send func(event, id string, data []byte)) error) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
@@ -359,8 +385,11 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request, every time.Dura
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
-	send := func(event string, data []byte) {
+	send := func(event, id string, data []byte) {
 		fmt.Fprintf(w, "event: %s\n", event)
+		if id != "" {
+			fmt.Fprintf(w, "id: %s\n", id)
+		}
 		// A value may hold a carriage return, which ends a line too.
 		data = bytes.ReplaceAll(bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n")), []byte("\r"), []byte("\n"))
 		for _, line := range bytes.Split(data, []byte("\n")) {
@@ -371,10 +400,17 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request, every time.Dura
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
-		if err := read(r.Context(), send); err != nil && r.Context().Err() == nil {
+		err := read(r.Context(), send)
+		flusher.Flush()
+		switch {
+		case errors.Is(err, errEnded):
+			// Held open: a closed stream would have the browser
+			// reconnect and read again.
+			<-r.Context().Done()
+			return
+		case err != nil && r.Context().Err() == nil:
 			c.opts.Logger.Warn("console live view could not read the stack", "page", r.URL.Path, "error", err)
 		}
-		flusher.Flush()
 		select {
 		case <-r.Context().Done():
 			return

@@ -3,10 +3,11 @@ package console
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"transit/messages"
@@ -52,7 +53,11 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request) {
 		}
 		groups = append(groups, g)
 	}
-	c.render(w, r, http.StatusOK, "deadletters", map[string]any{"Groups": groups, "Moved": r.URL.Query().Get("moved"), "Missing": r.URL.Query().Get("missing")})
+	data := map[string]any{"Groups": groups, "Missing": r.URL.Query().Has("missing")}
+	if moved, err := strconv.Atoi(r.URL.Query().Get("moved")); err == nil {
+		data["Moved"] = moved
+	}
+	c.render(w, r, http.StatusOK, "deadletters", data)
 }
 
 // redrive moves one dead letter (message_id) or all of a domain's back to
@@ -84,7 +89,7 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request) {
 				next := fmt.Sprintf("/dead-letters?moved=%d", moved)
 				if id != "" && moved == 0 {
 					// Gone meanwhile, or hidden by another reader for now.
-					next = "/dead-letters?missing=" + url.QueryEscape(id)
+					next = "/dead-letters?missing"
 				}
 				http.Redirect(w, r, next, http.StatusSeeOther)
 				return
@@ -96,8 +101,13 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request) {
 
 // secretText finds a secret member's value in a body that is not JSON
 // (a malformed command is what gets dead-lettered): "value": "…" and
-// the like, quoted or not, to the end of the value or of the body.
-var secretText = regexp.MustCompile(`(?i)("?(?:value|password|password_hash|token)"?\s*[:=]\s*)("(?:[^"\\]|\\.)*"?|[^\s,}]+)`)
+// the like, quoted or not, escaped too (a command inside another's
+// string), to the end of the value or of the body. callbackText finds an
+// http(s) URL's path and query.
+var (
+	secretText   = regexp.MustCompile(`(?i)(\\?"?(?:` + strings.Join(slices.Sorted(maps.Keys(secretFields)), "|") + `)\\?"?\s*[:=]\s*)(\\?"(?:[^"\\]|\\[^"])*(?:\\?")?|[^\s,}]+)`)
+	callbackText = regexp.MustCompile(`(?i)(https?://[^/\s"\\?#]+)[^\s"\\]*`)
+)
 
 // redacted is a message body, indented, with every secret member's value
 // hidden, in JSON nested as a string too, and an http(s) callback shown
@@ -106,7 +116,7 @@ var secretText = regexp.MustCompile(`(?i)("?(?:value|password|password_hash|toke
 func redacted(body string) string {
 	v, ok := parseJSON(body)
 	if !ok {
-		return secretText.ReplaceAllString(body, "${1}(hidden)")
+		return callbackText.ReplaceAllString(secretText.ReplaceAllString(body, "${1}(hidden)"), "${1}/…")
 	}
 	out, err := json.MarshalIndent(hide(v), "", "  ")
 	if err != nil {

@@ -46,7 +46,7 @@ type oldestSeen struct {
 // other readers (a redrive, `transit dlq list`) meanwhile, and a live
 // overview must not keep them hidden.
 func (c *Console) overviewData(ctx context.Context) (overviewData, error) {
-	return shared(c, "overview", func() (overviewData, error) {
+	return shared(ctx, c, "overview", func(ctx context.Context) (overviewData, error) {
 		st, err := c.svc.Status(ctx, config.HTTPOff, false)
 		if err != nil {
 			return overviewData{}, err
@@ -112,14 +112,14 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 
 // overviewLive streams the overview's figures.
 func (c *Console) overviewLive(w http.ResponseWriter, r *http.Request) {
-	c.stream(w, r, c.opts.Live, func(ctx context.Context, send func(event string, data []byte)) error {
+	c.stream(w, r, c.opts.Live, func(ctx context.Context, send func(event, id string, data []byte)) error {
 		d, err := c.overviewData(ctx)
 		if err != nil {
 			return err
 		}
 		frag, err := c.fragment("overview", "figures", map[string]any{"Overview": d})
 		if err == nil {
-			send("overview", frag)
+			send("overview", "", frag)
 		}
 		return err
 	})

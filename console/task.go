@@ -10,8 +10,13 @@ import (
 	"transit/store"
 )
 
-// boardColumn bounds the tasks one column shows.
-const boardColumn = 50
+// boardColumn bounds the tasks one column shows, and boardPages the
+// pages read to fill it: a listing filtered on an org or a project may
+// have to read past other orgs' or finished tasks.
+const (
+	boardColumn = 50
+	boardPages  = 10
+)
 
 type boardData struct {
 	Org, Project string
@@ -23,6 +28,8 @@ type boardData struct {
 type taskColumn struct {
 	State string
 	Tasks []store.Task
+	// More is true when the column has tasks it does not show.
+	More bool
 }
 
 type agentGroup struct {
@@ -33,31 +40,49 @@ type agentGroup struct {
 // board is the tasks of org (every org's for "") by state, of one
 // project when project is set, and the org's agents by status.
 func (c *Console) board(ctx context.Context, org, project string) (boardData, error) {
-	return shared(c, "board\x00"+org+"\x00"+project, func() (boardData, error) { return c.readBoard(ctx, org, project) })
+	return shared(ctx, c, "board\x00"+org+"\x00"+project, func(ctx context.Context) (boardData, error) {
+		return c.readBoard(ctx, org, project)
+	})
 }
 
 func (c *Console) readBoard(ctx context.Context, org, project string) (boardData, error) {
 	d := boardData{Org: org, Project: project, At: time.Now()}
-	byState := map[string][]store.Task{}
+	byState := map[string]*taskColumn{}
+	for _, state := range machine.Task.States {
+		byState[state] = &taskColumn{State: state}
+	}
 	if project != "" {
-		page, err := c.svc.Store.ListTasks(ctx, org, store.ByProject, project, int32(boardColumn*len(machine.Task.States)), "")
+		// A project's tasks, newest first, into their columns.
+		err := pages(func(cursor string) (store.Page[store.Task], error) {
+			return c.svc.Store.ListTasks(ctx, org, store.ByProject, project, boardColumn, cursor)
+		}, func(t store.Task) bool {
+			col := byState[t.State]
+			if len(col.Tasks) == boardColumn {
+				col.More = true
+				return true
+			}
+			col.Tasks = append(col.Tasks, t)
+			return true
+		}, func() { markMore(byState) })
 		if err != nil {
 			return boardData{}, err
 		}
-		for _, t := range page.Items {
-			byState[t.State] = append(byState[t.State], t)
-		}
-	}
-	for _, state := range machine.Task.States {
-		col := taskColumn{State: state, Tasks: byState[state]}
-		if project == "" {
-			page, err := c.svc.Store.ListTasks(ctx, org, store.ByState, state, boardColumn, "")
+	} else {
+		for _, state := range machine.Task.States {
+			col := byState[state]
+			err := pages(func(cursor string) (store.Page[store.Task], error) {
+				return c.svc.Store.ListTasks(ctx, org, store.ByState, state, boardColumn, cursor)
+			}, func(t store.Task) bool {
+				col.Tasks = append(col.Tasks, t)
+				return len(col.Tasks) < boardColumn
+			}, func() { col.More = true })
 			if err != nil {
 				return boardData{}, err
 			}
-			col.Tasks = page.Items
 		}
-		d.Columns = append(d.Columns, col)
+	}
+	for _, state := range machine.Task.States {
+		d.Columns = append(d.Columns, *byState[state])
 	}
 	for _, status := range machine.Agent.States {
 		page, err := c.svc.Store.ListAgents(ctx, org, status, boardColumn, "")
@@ -69,6 +94,39 @@ func (c *Console) readBoard(ctx context.Context, org, project string) (boardData
 	return d, nil
 }
 
+// pages reads pages of list, giving each item to take while it asks for
+// more, for at most boardPages pages; cut is called when items were left
+// unread.
+func pages[T any](list func(cursor string) (store.Page[T], error), take func(T) bool, cut func()) error {
+	cursor := ""
+	for range boardPages {
+		page, err := list(cursor)
+		if err != nil {
+			return err
+		}
+		for i, item := range page.Items {
+			if !take(item) {
+				if i < len(page.Items)-1 || page.Next != "" {
+					cut()
+				}
+				return nil
+			}
+		}
+		if cursor = page.Next; cursor == "" {
+			return nil
+		}
+	}
+	cut()
+	return nil
+}
+
+// markMore marks every column cut short when a project's listing was.
+func markMore(cols map[string]*taskColumn) {
+	for _, col := range cols {
+		col.More = true
+	}
+}
+
 // tasks shows the board: a column per task state, and the agents.
 func (c *Console) tasks(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
@@ -77,20 +135,21 @@ func (c *Console) tasks(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, "the tasks", err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "tasks", map[string]any{"Board": d})
+	live := url.Values{"org": {d.Org}, "project": {d.Project}}
+	c.render(w, r, http.StatusOK, "tasks", map[string]any{"Board": d, "LiveURL": "/live/tasks?" + live.Encode()})
 }
 
 // tasksLive streams the board as it changes.
 func (c *Console) tasksLive(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	c.stream(w, r, c.opts.Live, func(ctx context.Context, send func(event string, data []byte)) error {
+	c.stream(w, r, c.opts.Live, func(ctx context.Context, send func(event, id string, data []byte)) error {
 		d, err := c.board(ctx, q.Get("org"), q.Get("project"))
 		if err != nil {
 			return err
 		}
 		frag, err := c.fragment("tasks", "board", map[string]any{"Board": d})
 		if err == nil {
-			send("board", frag)
+			send("board", "", frag)
 		}
 		return err
 	})
@@ -126,13 +185,20 @@ func (c *Console) task(w http.ResponseWriter, r *http.Request) {
 }
 
 // taskLive streams a task's state and every event and log line written
-// after the page was rendered, as `transit tail task` prints them.
+// after the page was rendered, as `transit tail task` prints them. Each
+// batch of lines carries the position after it as its event id, so a
+// browser that reconnects goes on from there instead of repeating them.
+// Once the task ended and its last lines are sent, nothing more is read.
 func (c *Console) taskLive(w http.ResponseWriter, r *http.Request) {
 	org, id := r.PathValue("org"), r.PathValue("task")
-	lastEvent, lastLog := r.URL.Query().Get("events_after"), r.URL.Query().Get("logs_after")
-	c.stream(w, r, min(c.opts.Live, time.Second), func(ctx context.Context, send func(event string, data []byte)) error {
+	from := r.URL.Query()
+	if last, err := url.ParseQuery(r.Header.Get("Last-Event-ID")); err == nil && r.Header.Get("Last-Event-ID") != "" {
+		from = last
+	}
+	lastEvent, lastLog := from.Get("events_after"), from.Get("logs_after")
+	c.stream(w, r, min(c.opts.Live, time.Second), func(ctx context.Context, send func(event, id string, data []byte)) error {
 		// The state first: what was written before it is read below.
-		t, _, err := c.svc.Store.GetTask(ctx, org, id)
+		t, found, err := c.svc.Store.GetTask(ctx, org, id)
 		if err != nil {
 			return err
 		}
@@ -150,12 +216,15 @@ func (c *Console) taskLive(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		send("state", frag)
+		send("state", "", frag)
 		if lines := store.Interleave(events, logs); len(lines) > 0 {
 			if frag, err = c.fragment("task", "lines", lines); err != nil {
 				return err
 			}
-			send("lines", frag)
+			send("lines", url.Values{"events_after": {lastEvent}, "logs_after": {lastLog}}.Encode(), frag)
+		}
+		if !found || t.EndedAt != "" {
+			return errEnded
 		}
 		return nil
 	})

@@ -3,6 +3,9 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -235,6 +238,29 @@ func TestConsole_task_board_in_a_browser(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, stayed, "the page was not reloaded")
 	shoot(t, ctx, dir, "task.png")
+
+	// A browser that reconnects sends the last event's id back: the
+	// stream goes on from there, and repeats no line.
+	events, logs, err := s.svc.Store.TaskHistorySince(context.Background(), "t-page", "", "")
+	require.NoError(t, err)
+	read := func(lastEventID string) string {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/live/tasks/acme/t-page", nil)
+		require.NoError(t, err)
+		if lastEventID != "" {
+			req.Header.Set("Last-Event-ID", lastEventID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body) // until the timeout: the stream stays open
+		return string(body)
+	}
+	assert.Contains(t, read(""), "last line", "from the start without an id")
+	resumed := read(url.Values{"events_after": {events[len(events)-1].SK}, "logs_after": {logs[len(logs)-1].SK}}.Encode())
+	assert.Contains(t, resumed, "event: state")
+	assert.NotContains(t, resumed, "event: lines", "nothing after the last id")
 }
 
 // In a browser: the schedules page shows a schedule's next windows in its

@@ -595,12 +595,10 @@ func (s *Service) TimerCaller(ctx context.Context) (*timers.Caller, error) {
 // message ID names the timer's uuid and due time, so every instance that
 // ever sends it sends the same command.
 func (s *Service) scheduler(ctx context.Context) (*timers.Scheduler, error) {
-	queue := s.Stack.CommandQueue(messages.Timer)
-	out, err := s.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(queue)})
+	queueURL, err := s.QueueURL(ctx, s.Stack.CommandQueue(messages.Timer))
 	if err != nil {
-		return nil, fmt.Errorf("timer scheduler: queue %s: %w", queue, err)
+		return nil, fmt.Errorf("timer scheduler: %w", err)
 	}
-	queueURL := aws.ToString(out.QueueUrl)
 	host, _ := os.Hostname()
 	meta, _ := json.Marshal(map[string]any{"host": host, "pid": os.Getpid()})
 	cfg := timers.Config{

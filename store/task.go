@@ -941,7 +941,7 @@ type TaskLine struct {
 	Event bool
 	At    string
 	// Kind is an event's type, or a log line's stream.
-	Kind, Text, Level string
+	Kind, Text string
 	// Actor is who caused an event; empty for a log line.
 	Actor string
 }
@@ -954,12 +954,12 @@ func Interleave(events []TaskEvent, logs []LogEntry) []TaskLine {
 	for i < len(events) || j < len(logs) {
 		if j == len(logs) || (i < len(events) && events[i].CreatedAt <= logs[j].CreatedAt) {
 			e := events[i]
-			out = append(out, TaskLine{Event: true, At: e.CreatedAt, Kind: e.Type, Text: e.Message, Level: e.Level, Actor: e.Actor})
+			out = append(out, TaskLine{Event: true, At: e.CreatedAt, Kind: e.Type, Text: e.Message, Actor: e.Actor})
 			i++
 			continue
 		}
 		l := logs[j]
-		out = append(out, TaskLine{At: l.CreatedAt, Kind: l.Stream, Text: l.Line, Level: l.Level})
+		out = append(out, TaskLine{At: l.CreatedAt, Kind: l.Stream, Text: l.Line})
 		j++
 	}
 	return out

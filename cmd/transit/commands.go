@@ -16,8 +16,6 @@ import (
 
 	"transit/console"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/google/uuid"
 
 	"transit/config"
@@ -331,11 +329,11 @@ func runDLQ(ctx context.Context, args []string) error {
 }
 
 func queueURL(ctx context.Context, svc *service.Service, name string) (string, error) {
-	out, err := svc.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	url, err := svc.QueueURL(ctx, name)
 	if err != nil {
-		return "", fmt.Errorf("queue %s (run transit provision first?): %w", name, err)
+		return "", fmt.Errorf("%w (run transit provision first?)", err)
 	}
-	return aws.ToString(out.QueueUrl), nil
+	return url, nil
 }
 
 func runQuery(ctx context.Context, args []string) error {

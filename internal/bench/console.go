@@ -30,15 +30,23 @@ type ConsoleResult struct {
 }
 
 // consoleLiveViews are the live views an open console streams: what an
-// operator has open while the system works.
+// operator has open while the system works. (A task's page reads one
+// task a second, and stops once it ended; the pipeline runs no task.)
 var consoleLiveViews = []string{"/live/overview", "/live/tasks"}
 
-const consoleViewers = 2
+// consoleViewers is how many clients watch each view, and
+// consoleLength how many times --commands each run handles: a run spans
+// many refreshes of the views (every 5 s).
+const (
+	consoleViewers = 2
+	consoleLength  = 4
+)
 
 // runConsole runs rounds of closed and open at concurrency c.
 func runConsole(ctx context.Context, o Options, c, rounds int) (ConsoleResult, error) {
 	res := ConsoleResult{Concurrency: c, Viewers: consoleViewers, Runs: map[string][]PipelineResult{}}
-	var updates atomic.Int64
+	o.Commands *= consoleLength
+	var updates, refused atomic.Int64
 	for round := range rounds {
 		for k := range 2 {
 			open := (round+k)%2 == 1
@@ -54,7 +62,7 @@ func runConsole(ctx context.Context, o Options, c, rounds int) (ConsoleResult, e
 				var wg sync.WaitGroup
 				for _, view := range consoleLiveViews {
 					for range consoleViewers {
-						wg.Go(func() { watch(viewCtx, "http://"+addr+view, &updates) })
+						wg.Go(func() { watch(viewCtx, "http://"+addr+view, &updates, &refused) })
 					}
 				}
 				stop := stopViewing
@@ -77,13 +85,16 @@ func runConsole(ctx context.Context, o Options, c, rounds int) (ConsoleResult, e
 		}
 	}
 	res.Updates = updates.Load()
+	if n := refused.Load(); n > 0 || res.Updates == 0 {
+		return res, fmt.Errorf("the live views answered %d fragments and refused %d subscriptions: nothing was watched", res.Updates, n)
+	}
 	return res, nil
 }
 
 // watch subscribes to a live view as a browser would, counting the
 // fragments it receives, until ctx ends; the worker may not be listening
-// yet at first.
-func watch(ctx context.Context, url string, updates *atomic.Int64) {
+// yet at first. An answer that is not a stream counts as refused.
+func watch(ctx context.Context, url string, updates, refused *atomic.Int64) {
 	for ctx.Err() == nil {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
@@ -91,6 +102,11 @@ func watch(ctx context.Context, url string, updates *atomic.Int64) {
 		}
 		req.Header.Set("Accept", "text/event-stream")
 		resp, err := http.DefaultClient.Do(req)
+		if err == nil && (resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream") {
+			refused.Add(1)
+			_ = resp.Body.Close()
+			err = fmt.Errorf("%s: %s", url, resp.Status)
+		}
 		if err != nil {
 			select {
 			case <-ctx.Done():
@@ -111,8 +127,8 @@ func watch(ctx context.Context, url string, updates *atomic.Int64) {
 }
 
 func (r ConsoleResult) write(out io.Writer, w *tabwriter.Writer) {
-	fmt.Fprintf(out, "\nConsole: transit at concurrency %d, %d rounds of two runs; closed = the console served, nobody watching; open = %d clients on each of its live views (%v; %d fragments received in all). Ratios are to closed in the same round, median over the rounds, and the rounds' range\n",
-		r.Concurrency, len(r.Runs["closed"]), r.Viewers, consoleLiveViews, r.Updates)
+	fmt.Fprintf(out, "\nConsole: transit at concurrency %d, %d rounds of two runs of %d× --commands; closed = the console served, nobody watching; open = %d clients on each of its live views (%v, read every 5 s; %d fragments received in all). Ratios are to closed in the same round, median over the rounds, and the rounds' range\n",
+		r.Concurrency, len(r.Runs["closed"]), consoleLength, r.Viewers, consoleLiveViews, r.Updates)
 	fmt.Fprintln(w, "\tCPU µs per command (median)\tCPU ratio\trounds' range\tallocs ratio\tcmd/s ratio\t")
 	closed := r.Runs["closed"]
 	for _, name := range []string{"closed", "open"} {
