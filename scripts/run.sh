@@ -190,7 +190,8 @@ $T audit entity 'SCHEDULE#sch-dev'
 step "the account's resources, with what their last window did"
 $T query resources --account $account
 echo
-echo "transit serve keeps running (log: bin/serve.log). Try:"
+echo "transit serve keeps running (log: bin/serve.log). Open the console: http://127.0.0.1:9090/"
+echo "Try:"
 echo "  bin/transit send sandbox.allocate --track_id my-track --wait"
 echo "  bin/transit query sandboxes --status allocated"
 echo "  bin/transit send task.queued --org_id acme --task_id t-2 --project_id web --prompt 'Say hi' --actor user:u-dev"
