@@ -75,7 +75,7 @@ type Console struct {
 	// another port of localhost shares them).
 	guarded http.Handler
 
-	mu     sync.Mutex
+	// oldest is each DLQ's oldest letter as last read (oldestOf).
 	oldest map[messages.Domain]oldestSeen
 
 	// snaps are the live views' last reads (shared).

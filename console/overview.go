@@ -69,10 +69,9 @@ func (c *Console) overviewData(ctx context.Context) (overviewData, error) {
 }
 
 // oldestOf is the oldest dead letter of ds's domain, read again only
-// when the DLQ's depth changed; an empty DLQ is not read at all.
+// when the DLQ's depth changed; an empty DLQ is not read at all. Only the
+// overview's read calls it, one at a time (shared).
 func (c *Console) oldestOf(ctx context.Context, ds service.DomainStatus) (*service.DeadLetterSummary, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if seen, ok := c.oldest[ds.Domain]; ok && seen.depth == ds.DeadLetters {
 		return seen.oldest, nil
 	}

@@ -161,13 +161,13 @@ func (h *Timer) due(ctx context.Context, c store.Cmd, p *messages.TimerDuePayloa
 	t, err := h.store.StartFiring(ctx, c, p.Shard, p.TimerID, p.TimerUUID, p.ExecuteAt, deadline.Add(firingMargin))
 	switch {
 	case errors.Is(err, store.ErrNotDue):
-		outs, _, err := h.recorded(ctx, c, p, false)
+		outs, _, err := h.recorded(ctx, c, p, false, nil)
 		return outs, err
 	case errors.Is(err, store.ErrFiring):
 		// Held by another delivery of this command, which may have
 		// stopped after recording the outcome: settle now rather than
 		// after its hold lapses.
-		if outs, done, rerr := h.recorded(ctx, c, p, true); rerr != nil || done {
+		if outs, done, rerr := h.recorded(ctx, c, p, true, nil); rerr != nil || done {
 			return outs, rerr
 		}
 		return nil, err
@@ -176,7 +176,7 @@ func (h *Timer) due(ctx context.Context, c store.Cmd, p *messages.TimerDuePayloa
 	}
 	// Taken again after such a delivery's hold lapsed: settle, do not
 	// call back a second time.
-	if outs, done, err := h.recorded(ctx, c, p, true); err != nil || done {
+	if outs, done, err := h.recorded(ctx, c, p, true, &t); err != nil || done {
 		return outs, err
 	}
 	callCtx, cancel := context.WithDeadline(ctx, deadline.Add(-finishReserve))
@@ -212,19 +212,24 @@ func (h *Timer) due(ctx context.Context, c store.Cmd, p *messages.TimerDuePayloa
 // recorded returns the events of c's recorded firing; done is false when
 // it has none. With settle, the timer's change the outcome calls for is
 // made first, if c still holds the firing: the delivery that recorded it
-// may have stopped before that change.
-func (h *Timer) recorded(ctx context.Context, c store.Cmd, p *messages.TimerDuePayload, settle bool) (outs []messages.Out, done bool, err error) {
+// may have stopped before that change. taken is the timer as this
+// delivery took it; nil when it holds none and the timer is read.
+func (h *Timer) recorded(ctx context.Context, c store.Cmd, p *messages.TimerDuePayload, settle bool, taken *store.Timer) (outs []messages.Out, done bool, err error) {
 	f, done, err := h.store.RecordedFiring(ctx, c)
 	if err != nil || !done {
 		return nil, false, err
 	}
 	if settle {
-		t, found, err := h.store.GetTimer(ctx, p.Shard, p.TimerID)
-		if err == nil && found {
-			err = h.store.SettleFiring(ctx, c, t, f)
-		}
-		if err != nil {
+		t, found := store.Timer{}, taken != nil
+		if taken != nil {
+			t = *taken
+		} else if t, found, err = h.store.GetTimer(ctx, p.Shard, p.TimerID); err != nil {
 			return nil, false, err
+		}
+		if found {
+			if err := h.store.SettleFiring(ctx, c, t, f); err != nil {
+				return nil, false, err
+			}
 		}
 	}
 	return firingEvents(f), true, nil
